@@ -1,0 +1,18 @@
+"""forkcore: live workspaces (namespaces + overlay layers + init + executor RPC) and their snapshot/fork.
+
+Mechanism only: it knows no RL and imports neither Gymnasium nor any env.
+"""
+from .accounting import TreeMemory, host_memory_used, tree_memory
+from .backends import AUTO_ORDER, backend_report, get_backend
+from .errors import (BackendUnavailable, CriuUnavailable, ExecutorError, ExecutorUnreachable, ForkcoreError,
+                     KernelFeatureMissing, NotRoot, RestoreFailed, SnapshotError, SnapshotReleased,
+                     WorkspaceDestroyed, WorkspaceError)
+from .spec import ServiceSpec, WorkspaceSpec, validate_spec
+from .workspace import Snapshot, Workspace
+
+__all__ = [
+    "AUTO_ORDER", "BackendUnavailable", "CriuUnavailable", "ExecutorError", "ExecutorUnreachable",
+    "ForkcoreError", "KernelFeatureMissing", "NotRoot", "RestoreFailed", "ServiceSpec", "Snapshot",
+    "SnapshotError", "SnapshotReleased", "TreeMemory", "Workspace", "WorkspaceDestroyed", "WorkspaceError",
+    "WorkspaceSpec", "backend_report", "get_backend", "host_memory_used", "tree_memory", "validate_spec",
+]

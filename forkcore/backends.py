@@ -1,0 +1,142 @@
+"""Memory backends: how a clone's memory is obtained when a Snapshot is restored.
+
+- private: plain CRIU restore; each clone owns a private copy (the papers' baseline).
+- ksm: restore under PR_SET_MEMORY_MERGE so KSM merges identical pages after the fact (CPU cost, seconds).
+- memfile: the snapshot's anonymous private memory moves into files on a shared tmpfs; the images are
+  rewritten so that each clone maps them MAP_PRIVATE: clones share the page cache and copy only what they
+  write, and restore copies no pages (see memfile.py for the rewrite and its caveats).
+- kmod: the copy-on-write kernel module (kmod/), used when /dev/bunshin_cow exists.
+`get_backend("auto")` takes the best available in that order, kmod first; an explicit name that cannot
+run raises BackendUnavailable naming what is missing.
+"""
+from __future__ import annotations
+
+import os
+import platform
+import re
+import shutil
+import sys
+from pathlib import Path
+
+from . import paths
+from .errors import BackendUnavailable
+
+AUTO_ORDER = ("kmod", "memfile", "ksm", "private")
+KMOD_DEVICE = Path("/dev/bunshin_cow")
+KSM_DIR = Path("/sys/kernel/mm/ksm")
+#: KSM scan rate while the ksm backend is in use (pages per wake-up; Linux's default of 100 merges ~20 MB/s).
+KSM_PAGES_TO_SCAN = int(os.environ.get("BUNSHIN_KSM_PAGES_TO_SCAN", "4000"))
+
+
+class Backend:
+    name = "?"
+
+    def missing(self) -> str | None:
+        """None when usable here, else what is missing and how to fix it."""
+        return None
+
+    def prepare(self, snapshot) -> Path:
+        """Per-snapshot preparation (once); returns the images dir to restore from."""
+        return snapshot.images
+
+    def exec_prefix(self) -> tuple[str, ...]:
+        return ()
+
+
+class PrivateBackend(Backend):
+    name = "private"
+
+
+class KsmBackend(Backend):
+    name = "ksm"
+
+    def missing(self) -> str | None:
+        if not (KSM_DIR / "run").exists():
+            return "KSM: /sys/kernel/mm/ksm is absent (kernel built without CONFIG_KSM)"
+        m = re.match(r"(\d+)\.(\d+)", platform.release())
+        if m and (int(m.group(1)), int(m.group(2))) < (6, 4):
+            return f"KSM: PR_SET_MEMORY_MERGE needs Linux >= 6.4 (running {platform.release()})"
+        return None
+
+    def prepare(self, snapshot) -> Path:
+        enable_ksm()
+        return snapshot.images
+
+    def exec_prefix(self) -> tuple[str, ...]:
+        code = ("import ctypes,os,sys;ctypes.CDLL(None).prctl(67,1,0,0,0);"  # PR_SET_MEMORY_MERGE
+                "os.execvp(sys.argv[1],sys.argv[1:])")
+        return (sys.executable if os.path.exists(sys.executable) else "/usr/bin/python3", "-c", code)
+
+
+def enable_ksm() -> None:
+    """Turn KSM on host-wide (documented side effect of the ksm backend) at a useful scan rate."""
+    (KSM_DIR / "run").write_text("1")
+    try:
+        if int((KSM_DIR / "pages_to_scan").read_text()) < KSM_PAGES_TO_SCAN:
+            (KSM_DIR / "pages_to_scan").write_text(str(KSM_PAGES_TO_SCAN))
+    except OSError:
+        pass
+
+
+class MemfileBackend(Backend):
+    name = "memfile"
+
+    def missing(self) -> str | None:
+        try:
+            import pycriu.images  # noqa: F401
+        except ImportError:
+            return ("memfile: pycriu is not importable (it comes with CRIU: run `bash scripts/setup.sh`, which "
+                    f"links {paths.PREFIX}/criu/python into the venv)")
+        try:
+            with open("/proc/mounts") as f:
+                shm_ok = any(l.split()[1] == str(paths.SHM_DIR.parent) and l.split()[2] == "tmpfs" for l in f)
+        except OSError:
+            shm_ok = False
+        if not shm_ok:
+            return f"memfile: {paths.SHM_DIR.parent} is not a tmpfs (set BUNSHIN_SHM_DIR to a dir on tmpfs)"
+        return None
+
+    def prepare(self, snapshot) -> Path:
+        from .memfile import prepare_memfile_images
+
+        if "memfile" not in snapshot.backend_data:
+            snapshot.backend_data["memfile"] = prepare_memfile_images(snapshot)
+        return snapshot.backend_data["memfile"]
+
+
+class KmodBackend(Backend):
+    name = "kmod"
+
+    def missing(self) -> str | None:
+        if not KMOD_DEVICE.exists():
+            return (f"kmod: {KMOD_DEVICE} is absent; load the bunshin_cow module (kmod/README.md) in a kernel "
+                    "that supports modules (this machine's host kernel does not)")
+        return "kmod: the forkcore restore path for the module is not implemented yet (issue: kmod backend)"
+
+
+_BACKENDS = {b.name: b for b in (KmodBackend(), MemfileBackend(), KsmBackend(), PrivateBackend())}
+
+
+def backend_report() -> dict[str, str | None]:
+    """{backend name: None if available else what is missing}, in auto order."""
+    return {name: _BACKENDS[name].missing() for name in AUTO_ORDER}
+
+
+def get_backend(name: str = "auto") -> Backend:
+    if name == "auto":
+        for n in AUTO_ORDER:
+            if _BACKENDS[n].missing() is None:
+                return _BACKENDS[n]
+        raise BackendUnavailable("no memory backend available (even 'private' failed its check)")
+    if name not in _BACKENDS:
+        raise ValueError(f"unknown memory backend {name!r}; choose one of {', '.join(('auto',) + AUTO_ORDER)}")
+    why = _BACKENDS[name].missing()
+    if why:
+        raise BackendUnavailable(why)
+    return _BACKENDS[name]
+
+
+def release_backend_data(snapshot) -> None:
+    mem = snapshot.backend_data.pop("memfile", None)
+    if mem is not None:
+        shutil.rmtree(paths.SHM_DIR / snapshot.id, ignore_errors=True)

@@ -1,0 +1,78 @@
+"""Freezing a workspace with the cgroup freezer (v1 hierarchy if mounted, else cgroup v2's cgroup.freeze)."""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from .errors import KernelFeatureMissing
+
+_V1 = Path("/sys/fs/cgroup/freezer")
+_V2_CANDIDATES = (Path("/sys/fs/cgroup/unified"), Path("/sys/fs/cgroup"))
+
+
+def _v2_root() -> Path | None:
+    for p in _V2_CANDIDATES:
+        if (p / "cgroup.controllers").exists():
+            return p
+    return None
+
+
+class Freezer:
+    """One freezer cgroup per workspace: join(pid), freeze(), thaw(), remove()."""
+
+    def __init__(self, name: str) -> None:
+        if (_V1 / "freezer.state").exists() or (_V1 / "tasks").exists():
+            self.path, self.v1 = _V1 / "bunshin" / name, True
+        elif (root := _v2_root()) is not None:
+            self.path, self.v1 = root / "bunshin" / name, False
+        else:
+            raise KernelFeatureMissing("no cgroup freezer: mount the v1 freezer at /sys/fs/cgroup/freezer "
+                                       "or cgroup v2 at /sys/fs/cgroup")
+        self.path.mkdir(parents=True, exist_ok=True)
+
+    def join(self, pid: int) -> None:
+        (self.path / "cgroup.procs").write_text(str(pid))
+
+    def join_self(self) -> None:
+        """For subprocess preexec_fn: move the calling process into the cgroup."""
+        with open(self.path / "cgroup.procs", "w") as f:
+            f.write("0" if self.v1 else str(os.getpid()))
+
+    def _set(self, frozen: bool, timeout: float = 10.0) -> None:
+        if self.v1:
+            want = "FROZEN" if frozen else "THAWED"
+            (self.path / "freezer.state").write_text(want)
+            deadline = time.monotonic() + timeout
+            while (self.path / "freezer.state").read_text().strip() != want:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"cgroup {self.path} did not reach {want} in {timeout}s")
+                time.sleep(0.001)
+        else:
+            (self.path / "cgroup.freeze").write_text("1" if frozen else "0")
+            deadline = time.monotonic() + timeout
+            want = f"frozen {1 if frozen else 0}"
+            while want not in (self.path / "cgroup.events").read_text():
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"cgroup {self.path} did not reach '{want}' in {timeout}s")
+                time.sleep(0.001)
+
+    def freeze(self) -> None:
+        self._set(True)
+
+    def thaw(self) -> None:
+        self._set(False)
+
+    def remove(self) -> None:
+        try:
+            self.thaw()
+        except (OSError, TimeoutError):
+            pass
+        for _ in range(100):
+            try:
+                self.path.rmdir()
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                time.sleep(0.02)  # tasks still exiting

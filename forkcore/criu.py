@@ -1,0 +1,117 @@
+"""Running CRIU: locating it, checking its version, and the dump/restore invocations forkcore uses."""
+from __future__ import annotations
+
+import os
+import platform
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import paths
+from .errors import CriuUnavailable
+
+MIN_VERSION = (4, 1)
+
+
+def criu_binary() -> str:
+    """Path of CRIU >= 4.1: $BUNSHIN_CRIU, the project's install, or `criu` on PATH."""
+    for cand in (os.environ.get("BUNSHIN_CRIU"), str(paths.CRIU_BIN), shutil.which("criu")):
+        if cand and os.access(cand, os.X_OK):
+            return cand
+    raise CriuUnavailable("CRIU not found: run `bash scripts/setup.sh` as root (installs CRIU >= 4.1 into "
+                          f"{paths.PREFIX}/criu), or set BUNSHIN_CRIU to a criu >= 4.1 binary.")
+
+
+def criu_version(binary: str | None = None) -> tuple[int, int, int]:
+    binary = binary or criu_binary()
+    out = subprocess.run([binary, "--version"], capture_output=True, text=True, env=criu_env()).stdout
+    m = re.search(r"Version:\s*(\d+)\.(\d+)(?:\.(\d+))?", out)
+    if not m:
+        raise CriuUnavailable(f"`{binary} --version` printed no version ({out.strip()!r}); reinstall with scripts/setup.sh")
+    return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
+
+
+def require_criu() -> str:
+    binary = criu_binary()
+    v = criu_version(binary)
+    if v[:2] < MIN_VERSION:
+        raise CriuUnavailable(f"CRIU {'.'.join(map(str, v))} at {binary} is too old: forkcore needs >= 4.1 "
+                              "(older ones fail on this kernel's vdso). Run `bash scripts/setup.sh`.")
+    return binary
+
+
+def kernel_needs_sockshim() -> bool:
+    """Linux >= 6.16 answers getsockopt(SO_PASSCRED) on inet sockets with EOPNOTSUPP; CRIU 4.1.1 then fails."""
+    m = re.match(r"(\d+)\.(\d+)", platform.release())
+    return bool(m) and (int(m.group(1)), int(m.group(2))) >= (6, 16)
+
+
+def criu_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LD_", "PYTHON"))}
+    if kernel_needs_sockshim():
+        if not paths.SOCKSHIM.exists():
+            raise CriuUnavailable(f"this kernel ({platform.release()}) needs the getsockopt shim for CRIU 4.1.1, "
+                                  f"but {paths.SOCKSHIM} is missing: run `bash scripts/setup.sh`.")
+        env["LD_PRELOAD"] = str(paths.SOCKSHIM)
+    return env
+
+
+@dataclass(frozen=True)
+class DumpOptions:
+    """A `criu dump --leave-running` of one workspace tree."""
+
+    pid: int  #: the workspace's init (PID 1 of its namespaces), as seen from the host
+    images_dir: Path  #: empty directory for the images
+    external_mounts: tuple[tuple[str, str], ...] = ()  #: (mount point inside, key) pairs
+    action_script: str | None = None  #: run by CRIU at its action points; post-dump runs while frozen
+    action_env: tuple[tuple[str, str], ...] = ()
+    ghost_limit: str = "64M"  #: largest unlinked-but-open file CRIU copies into the image
+    log_file: str = "dump.log"  #: relative to images_dir
+
+
+@dataclass(frozen=True)
+class RestoreOptions:
+    """A detached `criu restore` of images into fresh namespaces rooted at `root`."""
+
+    images_dir: Path
+    root: Path  #: the clone's merged overlay (becomes its /)
+    pidfile: Path
+    external_mounts: tuple[tuple[str, str], ...] = ()  #: (key, host path) pairs
+    log_file: Path = field(default=Path("restore.log"))
+    exec_prefix: tuple[str, ...] = ()  #: e.g. a helper that sets PR_SET_MEMORY_MERGE then execs criu
+
+
+# Workspaces have loopback only, so CRIU need not lock the network with iptables.
+_COMMON = ["--file-locks", "--tcp-established", "--manage-cgroups=ignore", "--network-lock", "skip", "-v4"]
+
+
+def dump(opts: DumpOptions, timeout: float = 300) -> subprocess.CompletedProcess:
+    cmd = [require_criu(), "dump", "-t", str(opts.pid), "-D", str(opts.images_dir), "--leave-running",
+           "--ghost-limit", opts.ghost_limit, "-o", opts.log_file, *_COMMON]
+    for mnt, key in opts.external_mounts:
+        cmd += ["--external", f"mnt[{mnt}]:{key}"]
+    if opts.action_script:
+        cmd += ["--action-script", opts.action_script]
+    env = {**criu_env(), **dict(opts.action_env)}
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL)
+
+
+def restore(opts: RestoreOptions, timeout: float = 300) -> subprocess.CompletedProcess:
+    cmd = [*opts.exec_prefix, require_criu(), "restore", "-D", str(opts.images_dir), "-d", "--root", str(opts.root),
+           "--pidfile", str(opts.pidfile), "-o", str(opts.log_file), *_COMMON]
+    for key, host_path in opts.external_mounts:
+        cmd += ["--external", f"mnt[{key}]:{host_path}"]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=criu_env(),
+                          stdin=subprocess.DEVNULL)
+
+
+def log_tail(path: Path, lines: int = 25) -> str:
+    """The last error lines of a CRIU log (errors first, then the tail)."""
+    try:
+        text = Path(path).read_text(errors="replace").splitlines()
+    except OSError:
+        return f"(no log at {path})"
+    errors = [l for l in text if "Error" in l or "error" in l][-10:]
+    return "\n".join(errors + ["..."] + text[-lines:])

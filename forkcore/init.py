@@ -1,0 +1,198 @@
+"""PID 1 of a workspace: builds its root filesystem, starts its services and reaps every process.
+
+Stage 1 runs with the host's filesystem view, inside fresh pid/mnt/net/ipc/uts namespaces (started by
+`unshare`): it mounts the overlay root, read-only binds of the host's system paths, proc/sys/dev and the
+tmpfs dirs, pivots into the new root and re-executes itself from there, so that no file of the host's
+root stays open or mapped (CRIU could not dump it). Stage 2 brings loopback up, blocks io_uring, starts the
+services of the spec one after another, writes /run/bunshin/ready and reaps children forever.
+Standard library only: it runs before anything else exists.
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+import traceback
+
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+MNT_DETACH = 2
+SYS_PIVOT_ROOT = 155
+PR_SET_MEMORY_MERGE = 67
+RUN_DIR = "/run/bunshin"
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _mount(src: str, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    if _libc.mount(src.encode(), target.encode(), fstype.encode() if fstype else None, flags,
+                   data.encode() if data else None) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, f"mount({src!r}, {target!r}, {fstype!r}, {flags:#x}, {data!r}): {os.strerror(e)}")
+
+
+def _make_dev(root: str) -> None:
+    dev = root + "/dev"
+    _mount("tmpfs", dev, "tmpfs", MS_NOSUID, "mode=755,size=128k")
+    for name, major, minor in (("null", 1, 3), ("zero", 1, 5), ("full", 1, 7), ("random", 1, 8),
+                               ("urandom", 1, 9), ("tty", 5, 0)):
+        os.mknod(f"{dev}/{name}", 0o666 | 0o020000, os.makedev(major, minor))
+        os.chmod(f"{dev}/{name}", 0o666)
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
+                         ("stderr", "/proc/self/fd/2"), ("ptmx", "pts/ptmx")):
+        os.symlink(target, f"{dev}/{name}")
+    os.mkdir(f"{dev}/pts")
+    os.mkdir(f"{dev}/shm")
+    _mount("devpts", f"{dev}/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620")
+
+
+def stage1(cfg: dict) -> None:
+    """Host view → the workspace's own root. `cfg` comes from the host (see Workspace._launch)."""
+    root = cfg["merged"]
+    os.setsid()  # CRIU needs the session leader inside the pid namespace
+    _mount("none", "/", None, MS_REC | MS_PRIVATE)
+    _mount("overlay", root, "overlay", 0,
+           f"lowerdir={':'.join(cfg['lowers'])},upperdir={cfg['upper']},workdir={cfg['work']}")
+    for src in cfg["binds"]:
+        _mount(src, root + src, None, MS_BIND | MS_REC)
+        _mount("none", root + src, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID)
+    if cfg.get("mem_dir"):
+        _mount(cfg["mem_dir"], root + "/opt/bunshin/mem", None, MS_BIND)
+        _mount("none", root + "/opt/bunshin/mem", None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    _mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    _mount("sysfs", root + "/sys", "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    _make_dev(root)
+    size = f"size={cfg['tmpfs_mb']}m"
+    for d, mode in (("/dev/shm", "1777"), ("/tmp", "1777"), ("/run", "755"), ("/root", "700"), ("/home", "755"),
+                    ("/var/tmp", "1777")):
+        _mount("tmpfs", root + d, "tmpfs", MS_NOSUID | MS_NODEV, f"mode={mode},{size}")
+    os.chdir(root)
+    if _libc.syscall(SYS_PIVOT_ROOT, b".", b".oldroot") != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, f"pivot_root({root}): {os.strerror(e)}")
+    os.chdir("/")
+    if _libc.umount2(b"/.oldroot", MNT_DETACH) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, f"umount2(/.oldroot): {os.strerror(e)}")
+    if cfg.get("ksm_mergeable"):
+        _libc.prctl(PR_SET_MEMORY_MERGE, 1, 0, 0, 0)  # best effort: kernels < 6.4 lack it
+    os.makedirs(RUN_DIR + "/log", exist_ok=True)
+    # Nothing of the host may stay open: reopen stdio inside the new root, close everything else.
+    log = os.open(RUN_DIR + "/log/init.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    null = os.open("/dev/null", os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.closerange(3, 65536)
+    python = cfg["python"]
+    os.execve(python, [python, "-m", "forkcore.init", "--stage2"], cfg["env"])
+
+
+def _loopback_up() -> None:
+    SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
+    import fcntl
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        ifr = struct.pack("16sh14x", b"lo", 0)
+        flags = struct.unpack("16sh14x", fcntl.ioctl(s, SIOCGIFFLAGS, ifr))[1]
+        fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sh14x", b"lo", flags | IFF_UP))
+
+
+def _wait_ready(ready: str | None, proc: subprocess.Popen, timeout: float, name: str) -> None:
+    if not ready:
+        return
+    kind, _, arg = ready.partition(":")
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"service {name!r} exited with {proc.returncode} before it was ready "
+                               f"(log: {RUN_DIR}/log/{name}.log)")
+        try:
+            if kind == "file" and os.path.exists(arg):
+                return
+            if kind == "tcp":
+                with socket.create_connection(("127.0.0.1", int(arg)), timeout=0.5):
+                    return
+            if kind == "unix":
+                with socket.socket(socket.AF_UNIX) as s:
+                    s.settimeout(0.5)
+                    s.connect(arg)
+                    return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"service {name!r} not ready ({ready}) after {timeout:.0f}s "
+                               f"(log: {RUN_DIR}/log/{name}.log)")
+        time.sleep(0.02)
+
+
+def stage2() -> None:
+    """PID 1 inside the new root: start services, then reap forever."""
+    from forkcore.seccomp import block_io_uring
+
+    spec = json.load(open("/etc/bunshin/spec.json"))
+    _loopback_up()
+    socket.sethostname(spec["hostname"])
+    block_io_uring()
+    children: list[subprocess.Popen] = []
+
+    def terminate(signum, frame):
+        for p in children:
+            try:
+                p.kill()
+            except OSError:
+                pass
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, terminate)
+    services = [dict(s) for s in spec["services"]]
+    if spec.get("executor", True):
+        services.append({"name": "executor", "env": [], "cwd": "/", "ready_timeout_s": 60,
+                         "argv": [sys.executable, "-m", "forkcore.executor", "--socket", f"{RUN_DIR}/executor.sock",
+                                  *[a for m in spec["handlers"] for a in ("--handlers", m)]],
+                         "ready": f"unix:{RUN_DIR}/executor.sock"})
+    try:
+        pids = {}
+        for s in services:
+            env = dict(os.environ)
+            env.update(dict(s.get("env", ())))
+            out = open(f"{RUN_DIR}/log/{s['name']}.log", "ab")
+            p = subprocess.Popen(s["argv"], env=env, cwd=s.get("cwd", "/"), stdin=subprocess.DEVNULL,
+                                 stdout=out, stderr=subprocess.STDOUT, close_fds=True)
+            out.close()
+            children.append(p)
+            _wait_ready(s.get("ready"), p, float(s.get("ready_timeout_s", 60)), s["name"])
+            pids[s["name"]] = p.pid
+        with open(RUN_DIR + "/ready.tmp", "w") as f:
+            json.dump({"services": pids}, f)
+        os.rename(RUN_DIR + "/ready.tmp", RUN_DIR + "/ready")
+    except Exception:
+        with open(RUN_DIR + "/failed", "w") as f:
+            f.write(traceback.format_exc())
+    while True:  # reap every orphan of the workspace
+        try:
+            pid, status = os.wait()
+            print(f"init: reaped {pid} status {status}", flush=True)
+        except ChildProcessError:
+            time.sleep(1)
+        except InterruptedError:
+            pass
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--stage2"]:
+        stage2()
+    else:
+        cfg = json.loads(os.environ.pop("BUNSHIN_INIT_CONFIG"))
+        try:
+            stage1(cfg)
+        except BaseException:
+            traceback.print_exc()
+            sys.stderr.flush()
+            os._exit(1)

@@ -1,0 +1,135 @@
+"""Read-only filesystem layers of a workspace's root: the system skeleton, the project code, snapshot layers.
+
+Layers are directories under STATE_DIR/layers, named by a digest of their content, built once and never
+modified afterwards (overlayfs requires lower layers not to change while mounted).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from . import paths
+
+#: Host paths bound read-only into every workspace at the same path (CRIU sees them as external mounts).
+HOST_BINDS = ("/usr", str(paths.VENV))
+#: Mount points created in the skeleton so that nothing is written to a workspace's upper at start.
+SKELETON_DIRS = (
+    "proc", "sys", "dev", "run", "tmp", "root", "home", "usr", "mnt", "srv", "var/tmp", "var/log",
+    "opt/bunshin/venv", "opt/bunshin/code", "opt/bunshin/mem", ".oldroot",
+)
+SKELETON_LINKS = {"bin": "usr/bin", "sbin": "usr/sbin", "lib": "usr/lib", "lib64": "usr/lib64"}
+#: Host /etc entries never copied into a workspace (secrets, host identity, package-manager state).
+ETC_EXCLUDE = {"shadow", "shadow-", "gshadow", "gshadow-", "ssh", "apt", "machine-id", "resolv.conf",
+               "hosts", "hostname", "mtab", "subuid", "subgid", "security", "sudoers.d", "cron.d"}
+_LAYOUT_VERSION = "3"
+#: Python packages of this project copied into the code layer (they run inside workspaces).
+CODE_PACKAGES = ("forkcore", "bunshin_gym", "envs")
+
+
+def _layers_root() -> Path:
+    root = paths.STATE_DIR / "layers"
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def _publish(build_fn, name: str) -> Path:
+    """Build a layer in a temporary directory and rename it into place (atomic; concurrent builders OK)."""
+    final = _layers_root() / name
+    if final.is_dir():
+        return final
+    tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=_layers_root()))
+    try:
+        build_fn(tmp)
+        os.chmod(tmp, 0o755)
+        try:
+            os.rename(tmp, final)
+        except OSError:
+            if not final.is_dir():
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final
+
+
+def _etc_digest() -> str:
+    h = hashlib.sha256(_LAYOUT_VERSION.encode())
+    for dirpath, dirnames, filenames in os.walk("/etc"):
+        rel = os.path.relpath(dirpath, "/etc")
+        if rel.split(os.sep)[0] in ETC_EXCLUDE:
+            dirnames[:] = []
+            continue
+        dirnames.sort()
+        for f in sorted(filenames):
+            try:
+                st = os.lstat(os.path.join(dirpath, f))
+            except OSError:
+                continue
+            h.update(f"{rel}/{f}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()[:16]
+
+
+def system_layer() -> Path:
+    """The bottom layer: mount points, merged-/usr symlinks and a curated copy of the host's /etc."""
+
+    def build(d: Path) -> None:
+        for sub in SKELETON_DIRS:
+            (d / sub).mkdir(parents=True, exist_ok=True)
+        os.chmod(d / "tmp", 0o1777)
+        os.chmod(d / "var/tmp", 0o1777)
+        for name, target in SKELETON_LINKS.items():
+            os.symlink(target, d / name)
+
+        def ignore(src, names):
+            return [n for n in names if src == "/etc" and n in ETC_EXCLUDE]
+
+        shutil.copytree("/etc", d / "etc", symlinks=True, ignore=ignore, ignore_dangling_symlinks=True)
+        (d / "etc/hosts").write_text("127.0.0.1 localhost\n::1 localhost\n")
+        (d / "etc/resolv.conf").write_text("# workspaces have loopback only\nnameserver 127.0.0.1\n")
+        (d / "etc/hostname").write_text("workspace\n")
+        (d / "etc/machine-id").write_text("b0b5b1e0000000000000000000000000\n")
+        os.symlink("/proc/self/mounts", d / "etc/mtab")
+
+    return _publish(build, f"system-{_etc_digest()}")
+
+
+def _code_files(repo_root: Path):
+    for pkg in CODE_PACKAGES:
+        for dirpath, dirnames, filenames in os.walk(repo_root / pkg):
+            dirnames[:] = sorted(n for n in dirnames if n not in ("__pycache__", "build", ".pytest_cache"))
+            for f in sorted(filenames):
+                if not f.endswith((".pyc", ".pyo")):
+                    yield Path(dirpath, f)
+
+
+def code_layer(repo_root: Path | None = None) -> Path:
+    """The project's Python packages at /opt/bunshin/code inside workspaces (PYTHONPATH points there)."""
+    repo_root = repo_root or Path(__file__).resolve().parent.parent
+    files = list(_code_files(repo_root))
+    h = hashlib.sha256(_LAYOUT_VERSION.encode())
+    for f in files:
+        h.update(str(f.relative_to(repo_root)).encode() + b"\0")
+        h.update(f.read_bytes())
+
+    def build(d: Path) -> None:
+        base = d / paths.WS_CODE_DIR.lstrip("/")
+        for f in files:
+            dst = base / f.relative_to(repo_root)
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(f, dst)
+
+    return _publish(build, f"code-{h.hexdigest()[:16]}")
+
+
+def copy_tree(src: Path, dst: Path) -> None:
+    """Copy an overlay upper dir into a new layer, keeping whiteouts and xattrs (reflink where possible)."""
+    import subprocess
+
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    r = subprocess.run(["cp", "-a", "--reflink=auto", str(src), str(dst)], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise OSError(f"copying layer {src} -> {dst} failed: {r.stderr.strip()}")

@@ -1,0 +1,116 @@
+"""Workspace specifications: what runs inside a workspace and which layers form its root filesystem.
+
+Data only; `validate_spec` holds the checks. Envs build a `WorkspaceSpec`; forkcore never reads an env's
+own configuration.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+
+@dataclass(frozen=True)
+class ServiceSpec:
+    """A long-running process that the workspace's init starts, in order, and reaps.
+
+    Attributes:
+        name: short identifier; the service's log is /run/bunshin/log/<name>.log inside the workspace.
+        argv: the command, resolved inside the workspace (host paths are not visible there).
+        env: extra environment variables on top of the workspace's.
+        cwd: working directory inside the workspace.
+        ready: when the service counts as started: "tcp:PORT" (accepts on 127.0.0.1), "unix:PATH"
+            (socket accepts), "file:PATH" (exists), or None (immediately).
+        ready_timeout_s: how long init waits for `ready` before it reports the workspace as failed.
+    """
+
+    name: str
+    argv: tuple[str, ...]
+    env: tuple[tuple[str, str], ...] = ()
+    cwd: str = "/"
+    ready: str | None = None
+    ready_timeout_s: float = 60.0
+
+    @staticmethod
+    def make(name: str, argv, env: Mapping[str, str] | None = None, **kw) -> "ServiceSpec":
+        return ServiceSpec(name, tuple(argv), tuple(sorted((env or {}).items())), **kw)
+
+
+@dataclass(frozen=True)
+class WorkspaceSpec:
+    """Everything needed to start a workspace.
+
+    Attributes:
+        name: label used in ids and logs.
+        services: started in order by the workspace's init (PID 1); each waits for the previous to be ready.
+        handlers: Python modules (importable inside the workspace) whose `register(executor)` adds RPC
+            methods to the executor; the executor runs as the last service when `executor` is True.
+        layers: host directories stacked read-only above the project code and the system layer, top first
+            (e.g. site data, task files). Their content appears at the same paths inside the workspace.
+        env: environment variables for every service and the executor.
+        hostname: the workspace's UTS hostname.
+        tmpfs_mb: size limit of each tmpfs (/tmp, /run, /dev/shm, /root, /home).
+        ksm_mergeable: mark the workspace's memory mergeable by KSM (PR_SET_MEMORY_MERGE); only costs CPU
+            while KSM runs (/sys/kernel/mm/ksm/run = 1), which the ksm backend turns on.
+        executor: start forkcore's executor (the host's RPC endpoint in the workspace).
+    """
+
+    name: str
+    services: tuple[ServiceSpec, ...] = ()
+    handlers: tuple[str, ...] = ()
+    layers: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    hostname: str = "workspace"
+    tmpfs_mb: int = 2048
+    ksm_mergeable: bool = True
+    executor: bool = True
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+    @staticmethod
+    def from_dict(d: dict) -> "WorkspaceSpec":
+        d = dict(d)
+        d["services"] = tuple(
+            ServiceSpec(**{**s, "argv": tuple(s["argv"]), "env": tuple(tuple(p) for p in s.get("env", ()))})
+            for s in d.get("services", ())
+        )
+        for key in ("handlers", "layers"):
+            d[key] = tuple(d.get(key, ()))
+        d["env"] = tuple(tuple(p) for p in d.get("env", ()))
+        return WorkspaceSpec(**d)
+
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_READY = re.compile(r"^(tcp:\d{1,5}|unix:/.+|file:/.+)$")
+
+
+def validate_spec(spec: WorkspaceSpec) -> None:
+    """Raise ValueError naming the first problem in `spec` and how to fix it."""
+    if not _NAME.match(spec.name):
+        raise ValueError(f"WorkspaceSpec.name {spec.name!r}: use 1-64 letters, digits, '_', '.', '-'")
+    if not _NAME.match(spec.hostname):
+        raise ValueError(f"WorkspaceSpec.hostname {spec.hostname!r}: use 1-64 letters, digits, '_', '.', '-'")
+    if spec.tmpfs_mb < 16:
+        raise ValueError(f"WorkspaceSpec.tmpfs_mb={spec.tmpfs_mb}: expected at least 16")
+    seen = set()
+    for s in spec.services:
+        if not _NAME.match(s.name) or s.name == "executor":
+            raise ValueError(f"service name {s.name!r}: use letters, digits, '_', '.', '-' (not 'executor')")
+        if s.name in seen:
+            raise ValueError(f"service name {s.name!r} appears twice in WorkspaceSpec {spec.name!r}")
+        seen.add(s.name)
+        if not s.argv or not all(isinstance(a, str) for a in s.argv):
+            raise ValueError(f"service {s.name!r}: argv must be a non-empty sequence of strings")
+        if s.ready is not None and not _READY.match(s.ready):
+            raise ValueError(f"service {s.name!r}: ready={s.ready!r}; expected 'tcp:PORT', 'unix:/path' or 'file:/path'")
+    for layer in spec.layers:
+        p = Path(layer)
+        if not p.is_absolute() or not p.is_dir():
+            raise ValueError(f"layer {layer!r}: expected an existing absolute directory on the host")
+    for mod in spec.handlers:
+        if not re.match(r"^[A-Za-z_][\w.]*$", mod):
+            raise ValueError(f"handler module {mod!r}: expected a dotted Python module name")

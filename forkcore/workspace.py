@@ -1,0 +1,477 @@
+"""Live workspaces: start, talk to, freeze, measure, snapshot, fork and destroy them.
+
+A workspace is one process tree in its own pid/mnt/net/ipc/uts namespaces whose root is an overlay of
+read-only layers plus a private upper dir (see init.py for what is mounted where). `Workspace.snapshot()`
+dumps it with CRIU while it keeps running and copies its upper into a new read-only layer; a `Snapshot`
+restores into any number of clones, each with fresh namespaces and its own upper. How clones get their
+memory is the job of a memory backend (backends.py).
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Sequence
+
+from . import criu, layers, paths
+from .accounting import TreeMemory, namespace_pids, tree_memory
+from .cgroups import Freezer
+from .errors import (NotRoot, RestoreFailed, SnapshotError, SnapshotReleased, WorkspaceDestroyed,
+                     WorkspaceError)
+from .rpc import ExecutorClient
+from .spec import WorkspaceSpec, validate_spec
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_REPO_ROOT = Path(__file__).resolve().parent.parent
+MEM_MOUNT = "/opt/bunshin/mem"  #: the memfile backend's shared tmpfs, bound read-only into every workspace
+_ACTION_SCRIPT = """#!/bin/sh
+# CRIU action script (forkcore): copy the overlay upper while the dumped tree is still frozen.
+if [ "$CRTOOLS_SCRIPT_ACTION" = "post-dump" ]; then
+  cp -a --reflink=auto "$BUNSHIN_UPPER" "$BUNSHIN_LAYER" || exit 1
+fi
+exit 0
+"""
+
+
+def _require_root() -> None:
+    if os.geteuid() != 0:
+        raise NotRoot()
+
+
+def _set_subreaper() -> None:
+    # Restored clones are orphaned by `criu restore -d`; as their subreaper we can reap them on destroy.
+    PR_SET_CHILD_SUBREAPER = 36
+    _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def _external_mounts() -> list[tuple[str, str]]:
+    """(mount point inside, key, host source) of every host bind; keys name them in CRIU images."""
+    out = [(b, "bind" + b.replace("/", "_"), b) for b in layers.HOST_BINDS]
+    out.append((MEM_MOUNT, "bunshin_mem", str(paths.SHM_DIR)))
+    return out
+
+
+def _mount_overlay(lowers: Sequence[Path], upper: Path, work: Path, merged: Path) -> None:
+    opts = f"lowerdir={':'.join(map(str, lowers))},upperdir={upper},workdir={work}"
+    if _libc.mount(b"overlay", str(merged).encode(), b"overlay", 0, opts.encode()) != 0:
+        e = ctypes.get_errno()
+        raise WorkspaceError(f"mounting the overlay at {merged} failed: {os.strerror(e)} (options: {opts})")
+
+
+def _umount(path: Path) -> None:
+    _libc.umount2(str(path).encode(), 2)  # MNT_DETACH
+
+
+class Workspace:
+    """A running workspace. Create with `Workspace.start(spec)` or `Snapshot.fork(n)`.
+
+    Attributes:
+        id: unique id (also the name of its state dir and cgroup).
+        spec: what it runs.
+        init_pid: host pid of its PID 1.
+        backend: memory backend it was restored with ("source" for a started workspace).
+        parent_snapshot: the snapshot it was forked from, if any.
+    """
+
+    def __init__(self, spec: WorkspaceSpec, ws_id: str, init_pid: int, lowers: list[Path], ws_dir: Path,
+                 freezer: Freezer, *, host_mounted: bool, backend: str, parent_snapshot: "Snapshot | None",
+                 popen: subprocess.Popen | None = None) -> None:
+        self.spec, self.id, self.init_pid, self.lowers, self.dir = spec, ws_id, init_pid, lowers, ws_dir
+        self.backend, self.parent_snapshot = backend, parent_snapshot
+        self._freezer, self._host_mounted, self._popen = freezer, host_mounted, popen
+        self._pidns = os.readlink(f"/proc/{init_pid}/ns/pid")
+        self._destroyed = False
+        self._frozen = False
+        self._lock = threading.RLock()
+        self.client = ExecutorClient(self.host_path(paths.WS_EXECUTOR_SOCKET), label=f"workspace {ws_id}")
+
+    # ---- construction -------------------------------------------------------------------------
+    @classmethod
+    def start(cls, spec: WorkspaceSpec, timeout: float = 180.0) -> "Workspace":
+        """Start a workspace from `spec` and wait until all its services are ready.
+
+        Raises:
+            NotRoot, ValueError (bad spec), WorkspaceError (a service failed; its log is in the message).
+        """
+        _require_root()
+        validate_spec(spec)
+        _set_subreaper()
+        ws_id = f"{spec.name}-{uuid.uuid4().hex[:8]}"
+        ws_dir = paths.STATE_DIR / "ws" / ws_id
+        for sub in ("upper", "work", "merged"):
+            (ws_dir / sub).mkdir(parents=True)
+        paths.SHM_DIR.mkdir(parents=True, exist_ok=True)
+        lowers = [Path(p) for p in spec.layers] + [layers.code_layer(), layers.system_layer()]
+        etc = ws_dir / "upper/etc/bunshin"
+        etc.mkdir(parents=True)
+        (etc / "spec.json").write_text(spec.to_json())
+        py = str(paths.VENV / "bin/python")
+        env = {"PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin:" + str(paths.VENV / "bin"),
+               "PYTHONPATH": paths.WS_CODE_DIR, "HOME": "/root", "TMPDIR": "/tmp", "LANG": "C.UTF-8",
+               "PYTHONDONTWRITEBYTECODE": "1", **dict(spec.env)}
+        cfg = {"merged": str(ws_dir / "merged"), "upper": str(ws_dir / "upper"), "work": str(ws_dir / "work"),
+               "lowers": [str(p) for p in lowers], "binds": list(layers.HOST_BINDS), "mem_dir": str(paths.SHM_DIR),
+               "tmpfs_mb": spec.tmpfs_mb, "ksm_mergeable": spec.ksm_mergeable, "python": py, "env": env}
+        freezer = Freezer(ws_id)
+        stage1_log = open(ws_dir / "stage1.log", "wb")
+        try:
+            popen = subprocess.Popen(
+                ["unshare", "--pid", "--fork", "--mount", "--net", "--ipc", "--uts", "--propagation", "private",
+                 "--", py, "-m", "forkcore.init"],
+                env={"PATH": env["PATH"], "PYTHONPATH": str(_REPO_ROOT), "BUNSHIN_INIT_CONFIG": json.dumps(cfg),
+                     "PYTHONDONTWRITEBYTECODE": "1"},
+                stdin=subprocess.DEVNULL, stdout=stage1_log, stderr=subprocess.STDOUT, close_fds=True,
+                start_new_session=True, preexec_fn=freezer.join_self)
+        finally:
+            stage1_log.close()
+        init_pid = cls._find_child(popen, ws_dir)
+        ws = cls(spec, ws_id, init_pid, lowers, ws_dir, freezer, host_mounted=False, backend="source",
+                 parent_snapshot=None, popen=popen)
+        try:
+            ws._wait_ready(timeout)
+        except BaseException:
+            ws.destroy()
+            raise
+        return ws
+
+    @staticmethod
+    def _find_child(popen: subprocess.Popen, ws_dir: Path) -> int:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                kids = Path(f"/proc/{popen.pid}/task/{popen.pid}/children").read_text().split()
+                if kids:
+                    return int(kids[0])
+            except OSError:
+                pass
+            if popen.poll() is not None:
+                break
+            time.sleep(0.005)
+        log = (ws_dir / "stage1.log").read_text(errors="replace")
+        raise WorkspaceError(f"workspace init did not start (unshare exit {popen.poll()}):\n{log}")
+
+    def _wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        ready, failed = Path(self.host_path(paths.WS_READY_FILE)), Path(self.host_path("/run/bunshin/failed"))
+        while True:
+            if not Path(f"/proc/{self.init_pid}").exists():
+                raise WorkspaceError(f"workspace {self.id} died while starting:\n{self._stage1_log()}")
+            if failed.exists():
+                raise WorkspaceError(f"workspace {self.id} failed to start a service:\n{failed.read_text()}\n"
+                                     f"{self.logs()}")
+            if ready.exists():
+                return
+            if time.monotonic() > deadline:
+                raise WorkspaceError(f"workspace {self.id} not ready after {timeout:.0f}s:\n{self.logs()}")
+            time.sleep(0.02)
+
+    def _stage1_log(self) -> str:
+        try:
+            return (self.dir / "stage1.log").read_text(errors="replace")
+        except OSError:
+            return ""
+
+    # ---- using it ---------------------------------------------------------------------------------
+    def _check_alive(self, op: str) -> None:
+        if self._destroyed:
+            raise WorkspaceDestroyed(self.id, op)
+
+    def host_path(self, inside: str) -> str:
+        """The host path of a path inside the workspace (through /proc/<init>/root)."""
+        return f"/proc/{self.init_pid}/root{inside}"
+
+    def call(self, method: str, timeout: float = 120.0, **params: Any) -> Any:
+        """Call an executor method (see executor.py); raises ExecutorError if the handler raised."""
+        self._check_alive(method)
+        if self._frozen:
+            raise WorkspaceError(f"workspace {self.id} is frozen; thaw() it before calling {method}")
+        return self.client.call(method, timeout=timeout, **params)
+
+    def exec(self, argv: Sequence[str], timeout: float = 60.0, **kw: Any) -> dict:
+        """Run a command inside the workspace; returns {returncode, stdout, stderr}."""
+        return self.call("exec", timeout=timeout + 5, argv=list(argv), timeout_s=timeout, **kw)
+
+    def logs(self, service: str | None = None, tail: int = 40) -> str:
+        names = [service] if service else ["init"] + [s.name for s in self.spec.services] + ["executor"]
+        out = []
+        for n in names:
+            try:
+                lines = Path(self.host_path(f"/run/bunshin/log/{n}.log")).read_text(errors="replace").splitlines()
+                out.append(f"--- {n}.log ---\n" + "\n".join(lines[-tail:]))
+            except OSError:
+                continue
+        return "\n".join(out)
+
+    def pids(self) -> list[int]:
+        return namespace_pids(self.init_pid)
+
+    def memory(self) -> TreeMemory:
+        """RSS/PSS/USS of every process of the workspace."""
+        self._check_alive("measure memory")
+        return tree_memory(self.init_pid)
+
+    @property
+    def alive(self) -> bool:
+        return not self._destroyed and Path(f"/proc/{self.init_pid}").exists()
+
+    def freeze(self) -> None:
+        self._check_alive("freeze")
+        self.client.close()
+        self._freezer.freeze()
+        self._frozen = True
+
+    def thaw(self) -> None:
+        self._check_alive("thaw")
+        self._freezer.thaw()
+        self._frozen = False
+
+    # ---- snapshot and fork ------------------------------------------------------------------------
+    def snapshot(self) -> "Snapshot":
+        """Dump the live workspace (it keeps running) into an immutable Snapshot.
+
+        Raises:
+            WorkspaceDestroyed, SnapshotError (with the CRIU log tail).
+        """
+        with self._lock:
+            self._check_alive("snapshot")
+            if self._frozen:
+                raise WorkspaceError(f"workspace {self.id} is frozen; thaw() it before snapshot()")
+            self.client.close()  # CRIU cannot dump a unix socket whose peer is outside the tree
+            snap_id = uuid.uuid4().hex[:12]
+            snap_dir = paths.STATE_DIR / "snapshots" / snap_id
+            images = snap_dir / "images"
+            images.mkdir(parents=True)
+            script = paths.STATE_DIR / "criu-action.sh"
+            if not script.exists() or script.read_text() != _ACTION_SCRIPT:
+                tmp = script.with_suffix(".tmp")
+                tmp.write_text(_ACTION_SCRIPT)
+                tmp.chmod(0o755)
+                os.replace(tmp, script)
+            layer = snap_dir / "layer"
+            t0 = time.monotonic()
+            try:
+                r = criu.dump(criu.DumpOptions(
+                    pid=self.init_pid, images_dir=images,
+                    external_mounts=tuple((m, k) for m, k, _ in _external_mounts()),
+                    action_script=str(script),
+                    action_env=(("BUNSHIN_UPPER", str(self.dir / "upper")), ("BUNSHIN_LAYER", str(layer)))))
+            except subprocess.TimeoutExpired as e:
+                shutil.rmtree(snap_dir, ignore_errors=True)
+                raise SnapshotError(f"criu dump of {self.id} timed out after {e.timeout}s", str(images / "dump.log"))
+            dump_s = time.monotonic() - t0
+            if r.returncode != 0 or not layer.is_dir():
+                tail = criu.log_tail(images / "dump.log")
+                keep = paths.STATE_DIR / "failed" / f"dump-{snap_id}.log"
+                keep.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy(images / "dump.log", keep) if (images / "dump.log").exists() else None
+                shutil.rmtree(snap_dir, ignore_errors=True)
+                raise SnapshotError(f"criu dump of workspace {self.id} failed (exit {r.returncode}):\n{tail}\n"
+                                    f"full log: {keep}", str(keep))
+            if not self.alive:
+                shutil.rmtree(snap_dir, ignore_errors=True)
+                raise SnapshotError(f"workspace {self.id} died during its snapshot:\n{self.logs()}")
+            return Snapshot(snap_id, snap_dir, self.spec, [layer] + self.lowers, parent=self.parent_snapshot,
+                            dump_s=dump_s)
+
+    def fork(self, n: int = 1, backend: str = "auto") -> list["Workspace"]:
+        """n live clones of this workspace as it is now (snapshot + fork; the snapshot is released after)."""
+        if n < 1:
+            raise ValueError(f"fork(n={n}): n must be >= 1")
+        snap = self.snapshot()
+        try:
+            return snap.fork(n, backend=backend)
+        finally:
+            snap.release()
+
+    # ---- teardown ---------------------------------------------------------------------------------
+    def destroy(self) -> None:
+        """Kill every process, unmount, remove its state. Idempotent; leaves nothing behind."""
+        with self._lock:
+            if self._destroyed:
+                return
+            self._destroyed = True
+            self.client.close()
+            try:
+                self._freezer.thaw()  # a frozen task cannot die
+            except (OSError, TimeoutError):
+                pass
+            try:
+                os.kill(self.init_pid, signal.SIGKILL)  # PID 1 of a pid namespace: the kernel kills all of it
+            except ProcessLookupError:
+                pass
+            self._reap()
+            if self._host_mounted:
+                _umount(self.dir / "merged")
+            self._freezer.remove()
+            shutil.rmtree(self.dir, ignore_errors=True)
+            if self.parent_snapshot is not None:
+                self.parent_snapshot.release()
+
+    def _reap(self) -> None:
+        if self._popen is not None:
+            try:
+                self._popen.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                pass
+        else:
+            try:
+                deadline = time.monotonic() + 20
+                while time.monotonic() < deadline:
+                    pid, _ = os.waitpid(self.init_pid, os.WNOHANG)
+                    if pid:
+                        break
+                    time.sleep(0.005)
+            except ChildProcessError:
+                pass
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:  # wait until no process of the namespace is left
+            left = False
+            for entry in os.listdir("/proc"):
+                if entry.isdigit():
+                    try:
+                        if os.readlink(f"/proc/{entry}/ns/pid") == self._pidns:
+                            left = True
+                            break
+                    except OSError:
+                        continue
+            if not left:
+                return
+            time.sleep(0.01)
+
+    def __enter__(self) -> "Workspace":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.destroy()
+
+    def __repr__(self) -> str:
+        state = "destroyed" if self._destroyed else ("frozen" if self._frozen else "running")
+        return f"<Workspace {self.id} init={self.init_pid} backend={self.backend} {state}>"
+
+
+class Snapshot:
+    """An immutable, refcounted CRIU image + filesystem layers of a workspace at one instant.
+
+    `fork(n)` restores n clones. The snapshot's files are deleted when the last reference is released;
+    every clone holds a reference (its root filesystem stacks the snapshot's layer).
+    """
+
+    def __init__(self, snap_id: str, snap_dir: Path, spec: WorkspaceSpec, lowers: list[Path],
+                 parent: "Snapshot | None", dump_s: float) -> None:
+        self.id, self.dir, self.spec, self.lowers, self.dump_s = snap_id, snap_dir, spec, lowers, dump_s
+        self.images = snap_dir / "images"
+        self._refs = 1
+        self._lock = threading.Lock()
+        self.parent = parent
+        if parent is not None:
+            parent.retain()  # our layers stack the parent's
+        self.backend_data: dict[str, Any] = {}  # per-backend prepared state (e.g. memfile images)
+
+    @property
+    def released(self) -> bool:
+        return self._refs <= 0
+
+    def size_bytes(self) -> int:
+        total = 0
+        for dirpath, _, files in os.walk(self.dir):
+            for f in files:
+                try:
+                    total += os.lstat(os.path.join(dirpath, f)).st_size
+                except OSError:
+                    pass
+        return total
+
+    def retain(self) -> "Snapshot":
+        with self._lock:
+            if self._refs <= 0:
+                raise SnapshotReleased(self.id)
+            self._refs += 1
+        return self
+
+    def release(self) -> None:
+        with self._lock:
+            self._refs -= 1
+            last = self._refs == 0
+        if last:
+            from .backends import release_backend_data
+
+            release_backend_data(self)
+            shutil.rmtree(self.dir, ignore_errors=True)
+            if self.parent is not None:
+                self.parent.release()
+
+    def fork(self, n: int = 1, backend: str = "auto") -> list[Workspace]:
+        """Restore n live clones, each with fresh namespaces, its own upper dir and executor connection.
+
+        Args:
+            n: number of clones (>= 1).
+            backend: memory backend: "auto" (best available: kmod → memfile → ksm → private), or one of
+                "kmod", "memfile", "ksm", "private". Each clone's `.backend` says which ran.
+        Raises:
+            ValueError (n < 1), BackendUnavailable, RestoreFailed (with the CRIU log tail), SnapshotReleased.
+        """
+        from .backends import get_backend
+
+        if not isinstance(n, int) or n < 1:
+            raise ValueError(f"fork(n={n!r}): n must be an int >= 1")
+        if self.released:
+            raise SnapshotReleased(self.id)
+        _require_root()
+        _set_subreaper()
+        impl = get_backend(backend)
+        images = impl.prepare(self)
+        clones: list[Workspace] = []
+        try:
+            for _ in range(n):
+                clones.append(self._restore_one(impl, images))
+        except BaseException:
+            for c in clones:
+                c.destroy()
+            raise
+        return clones
+
+    def _restore_one(self, impl, images: Path) -> Workspace:
+        ws_id = f"{self.spec.name}-{uuid.uuid4().hex[:8]}"
+        ws_dir = paths.STATE_DIR / "ws" / ws_id
+        for sub in ("upper", "work", "merged"):
+            (ws_dir / sub).mkdir(parents=True)
+        _mount_overlay(self.lowers, ws_dir / "upper", ws_dir / "work", ws_dir / "merged")
+        pidfile = ws_dir / "init.pid"
+        log = ws_dir / "restore.log"
+        try:
+            r = criu.restore(criu.RestoreOptions(
+                images_dir=images, root=ws_dir / "merged", pidfile=pidfile, log_file=log,
+                external_mounts=tuple((k, src) for _, k, src in _external_mounts()),
+                exec_prefix=impl.exec_prefix()))
+            if r.returncode != 0 or not pidfile.exists():
+                keep = paths.STATE_DIR / "failed" / f"restore-{ws_id}.log"
+                keep.parent.mkdir(parents=True, exist_ok=True)
+                if log.exists():
+                    shutil.copy(log, keep)
+                raise RestoreFailed(f"criu restore of snapshot {self.id} ({impl.name} backend) failed "
+                                    f"(exit {r.returncode}):\n{criu.log_tail(log)}\nfull log: {keep}", str(keep))
+            init_pid = int(pidfile.read_text())
+        except BaseException:
+            _umount(ws_dir / "merged")
+            shutil.rmtree(ws_dir, ignore_errors=True)
+            raise
+        freezer = Freezer(ws_id)
+        for pid in namespace_pids(init_pid):
+            try:
+                freezer.join(pid)
+            except OSError:
+                pass
+        self.retain()
+        ws = Workspace(self.spec, ws_id, init_pid, self.lowers, ws_dir, freezer, host_mounted=True,
+                       backend=impl.name, parent_snapshot=self)
+        return ws
+
+    def __repr__(self) -> str:
+        return f"<Snapshot {self.id} refs={self._refs} dump_s={self.dump_s:.2f}>"
