@@ -5,6 +5,7 @@ Runs inside a workspace as its last service. Envs add methods by naming modules 
 A request is one line `{"id": N, "method": "...", "params": {...}}`; the answer is one line
 `{"id": N, "result": ...}` or `{"id": N, "error": {"type", "message", "traceback"}}`.
 Built-in methods: ping, methods, exec, read_file, write_file. io_uring is blocked before anything loads.
+All handlers run one at a time on one worker thread, whichever connection the request came from.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import base64
 import importlib
 import json
 import os
+import queue
 import socketserver
 import subprocess
 import sys
@@ -26,7 +28,7 @@ class Executor:
 
     def __init__(self) -> None:
         self._methods: dict[str, Callable[..., Any]] = {}
-        self.lock = threading.RLock()  # handlers that drive one browser/desktop serialise on it
+        self._queue: queue.Queue = queue.Queue()
         for name, fn in (("ping", lambda: "pong"), ("methods", lambda: sorted(self._methods)),
                          ("exec", _exec), ("read_file", _read_file), ("write_file", _write_file)):
             self.register(name, fn)
@@ -37,6 +39,15 @@ class Executor:
         self._methods[name] = fn
 
     def dispatch(self, request: dict) -> dict:
+        """Run one request on the executor's single worker thread (Playwright's sync API and most GUI
+        toolkits must stay on the thread that created them; connections come and go across snapshots)."""
+        done = threading.Event()
+        box: dict = {}
+        self._queue.put((request, box, done))
+        done.wait()
+        return box["reply"]
+
+    def _run(self, request: dict) -> dict:
         rid = request.get("id")
         method = request.get("method")
         fn = self._methods.get(method)
@@ -48,6 +59,12 @@ class Executor:
         except Exception as e:  # the host re-raises it as ExecutorError
             return {"id": rid, "error": {"type": type(e).__name__, "message": str(e),
                                          "traceback": traceback.format_exc()}}
+
+    def worker(self) -> None:
+        while True:
+            request, box, done = self._queue.get()
+            box["reply"] = self._run(request)
+            done.set()
 
 
 def _exec(argv: list[str], timeout_s: float = 60, input: str | None = None, env: dict | None = None,
@@ -73,6 +90,7 @@ def _write_file(path: str, data_b64: str, mode: int = 0o644) -> int:
 
 def serve(socket_path: str, handler_modules: list[str]) -> None:
     executor = Executor()
+    threading.Thread(target=executor.worker, name="executor-worker", daemon=True).start()
     for mod in handler_modules:
         importlib.import_module(mod).register(executor)
 
