@@ -1,4 +1,104 @@
-"""The `bunshin` command line."""
+"""The `bunshin` command line: doctor, benchmarks, kernel-module tests, task listing and running."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
 import typer
 
-app = typer.Typer(no_args_is_help=True)
+app = typer.Typer(no_args_is_help=True, add_completion=False,
+                  help="Bunshin Gym: forkable workspaces for agentic RL (web and desktop).")
+bench = typer.Typer(no_args_is_help=True, help="Benchmarks (JSON + PNG, baseline measured in the same run).")
+kmod_app = typer.Typer(no_args_is_help=True, help="The copy-on-write kernel module.")
+tasks_app = typer.Typer(no_args_is_help=True, help="Tasks of the envs.")
+app.add_typer(bench, name="bench")
+app.add_typer(kmod_app, name="kmod")
+app.add_typer(tasks_app, name="tasks")
+
+ENV_IDS = {"webarena": "BunshinWebArena-v0", "osworld": "BunshinOSWorld-v0"}
+
+
+def resolve_env(name: str) -> str:
+    """Accept a short name (webarena, osworld) or an env id; return the env id."""
+    if name in ENV_IDS:
+        return ENV_IDS[name]
+    if name in ENV_IDS.values():
+        return name
+    raise typer.BadParameter(f"unknown env {name!r}; use one of {', '.join([*ENV_IDS, *ENV_IDS.values()])}")
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise typer.BadParameter(f"{text!r}: expected comma-separated integers, e.g. 1,2,4") from None
+    if not values or min(values) < 1:
+        raise typer.BadParameter(f"{text!r}: expected integers >= 1")
+    return values
+
+
+@app.command()
+def doctor(as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table")) -> None:
+    """List what this machine can do (root, namespaces, overlayfs, CRIU, KSM, backends, browser, X)."""
+    from .doctor import check_all
+
+    caps = check_all()
+    if as_json:
+        typer.echo(json.dumps([c.to_dict() for c in caps], indent=2))
+        return
+    width = max(len(c.name) for c in caps)
+    for c in caps:
+        mark = typer.style("OK     ", fg="green") if c.ok else typer.style("MISSING", fg="red")
+        line = f"{mark} {c.name:<{width}}  {c.detail}"
+        if not c.ok and c.fix:
+            line += f"\n        {'':<{width}}  fix: {c.fix}"
+        typer.echo(line)
+
+
+@app.command()
+def gc() -> None:
+    """Remove state left by workspaces whose processes are gone (after a crash or kill -9)."""
+    from forkcore.gc import collect
+
+    for line in collect():
+        typer.echo(line)
+
+
+@bench.command("fork")
+def bench_fork(
+    clones: str = typer.Option("1,2,4,8,16", help="clone counts, comma-separated"),
+    out: Path = typer.Option(Path("bench-out/fork"), help="output directory"),
+    backends: str = typer.Option("private,ksm,memfile", help="memory backends to compare"),
+    hold_mb: int = typer.Option(200, help="MiB of anonymous memory held in the workspace"),
+    browser: bool = typer.Option(True, help="run headless Chromium in the workspace"),
+    settle_max_s: float = typer.Option(60.0, help="longest wait for memory to settle (KSM)"),
+) -> None:
+    """Fork latency and memory per backend and clone count → OUT/fork.json + OUT/fork.png."""
+    from benchmarks.fork_bench import Args, run
+
+    rows = run(Args(out=str(out), clones=_ints(clones), backends=tuple(b for b in backends.split(",") if b),
+                    hold_mb=hold_mb, browser=browser, settle_max_s=settle_max_s))
+    typer.echo(f"{'backend':<9} {'clones':>6} {'snapshot_s':>10} {'fork_p50_s':>10} {'memory_mb':>10}")
+    for r in rows:
+        typer.echo(f"{r['backend']:<9} {r['clones']:>6} {r['snapshot_s']:>10.3f} {r['fork_p50_s']:>10.3f} "
+                   f"{r['memory_mb']:>10.1f}")
+    typer.echo(f"wrote {out / 'fork.json'} and {out / 'fork.png'}")
+
+
+@kmod_app.command("test")
+def kmod_test(out: Optional[Path] = typer.Option(None, help="keep the guest's console log here")) -> None:
+    """Build the module, boot Debian's kernel under qemu and run the module's tests in the guest."""
+    from kmod.harness import run_tests
+
+    result = run_tests(out_dir=out)
+    typer.echo(result.summary if hasattr(result, "summary") else str(result))
+    raise typer.Exit(0 if getattr(result, "ok", False) else 1)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

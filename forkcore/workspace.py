@@ -65,6 +65,17 @@ def _mount_overlay(lowers: Sequence[Path], upper: Path, work: Path, merged: Path
         raise WorkspaceError(f"mounting the overlay at {merged} failed: {os.strerror(e)} (options: {opts})")
 
 
+def _kill_rooted_at(root: Path) -> None:
+    """SIGKILL every process whose root is `root` (what a failed or timed-out restore left behind)."""
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.readlink(f"/proc/{entry}/root") == str(root):
+                    os.kill(int(entry), signal.SIGKILL)
+            except OSError:
+                continue
+
+
 def _umount(path: Path) -> None:
     _libc.umount2(str(path).encode(), 2)  # MNT_DETACH
 
@@ -132,6 +143,7 @@ class Workspace:
         finally:
             stage1_log.close()
         init_pid = cls._find_child(popen, ws_dir)
+        (ws_dir / "init.pid").write_text(str(init_pid))
         ws = cls(spec, ws_id, init_pid, lowers, ws_dir, freezer, host_mounted=False, backend="source",
                  parent_snapshot=None, popen=popen)
         try:
@@ -277,8 +289,10 @@ class Workspace:
             if not self.alive:
                 shutil.rmtree(snap_dir, ignore_errors=True)
                 raise SnapshotError(f"workspace {self.id} died during its snapshot:\n{self.logs()}")
-            return Snapshot(snap_id, snap_dir, self.spec, [layer] + self.lowers, parent=self.parent_snapshot,
+            snap = Snapshot(snap_id, snap_dir, self.spec, [layer] + self.lowers, parent=self.parent_snapshot,
                             dump_s=dump_s)
+            snap.write_manifest()
+            return snap
 
     def fork(self, n: int = 1, backend: str = "auto") -> list["Workspace"]:
         """n live clones of this workspace as it is now (snapshot + fork; the snapshot is released after)."""
@@ -373,6 +387,42 @@ class Snapshot:
         if parent is not None:
             parent.retain()  # our layers stack the parent's
         self.backend_data: dict[str, Any] = {}  # per-backend prepared state (e.g. memfile images)
+        self.restore_timeout_s = float(os.environ.get("BUNSHIN_RESTORE_TIMEOUT_S", "120"))
+
+    def _image_sizes(self) -> dict[str, int]:
+        return {f.name: f.stat().st_size for f in sorted(self.images.iterdir()) if f.name != "dump.log"}
+
+    def write_manifest(self) -> None:
+        """Record every image file's size (checked before each restore: a damaged snapshot never restores)."""
+        tmp = self.dir / "manifest.json.tmp"
+        tmp.write_text(json.dumps({"images": self._image_sizes()}))
+        os.replace(tmp, self.dir / "manifest.json")
+
+    def verify(self, deep: bool = False) -> None:
+        """Raise SnapshotError if image files are missing, added or resized since the dump.
+
+        With deep=True also compare a sha256 of every image (computed and stored on first use)."""
+        try:
+            recorded = json.loads((self.dir / "manifest.json").read_text())
+        except (OSError, ValueError) as e:
+            raise SnapshotError(f"snapshot {self.id}: manifest unreadable ({e}); the snapshot is damaged") from e
+        now = self._image_sizes()
+        if now != recorded["images"]:
+            diff = sorted(set(now.items()) ^ set(recorded["images"].items()))
+            raise SnapshotError(f"snapshot {self.id} is damaged: image files changed since the dump "
+                                f"(name, size): {diff[:6]}; take a new snapshot")
+        if deep:
+            import hashlib
+
+            digests = {n: hashlib.sha256((self.images / n).read_bytes()).hexdigest() for n in now}
+            if "sha256" not in recorded:
+                recorded["sha256"] = digests
+                tmp = self.dir / "manifest.json.tmp"
+                tmp.write_text(json.dumps(recorded))
+                os.replace(tmp, self.dir / "manifest.json")
+            elif digests != recorded["sha256"]:
+                bad = sorted(n for n in digests if digests[n] != recorded["sha256"].get(n))
+                raise SnapshotError(f"snapshot {self.id} is damaged: content of {bad[:6]} changed; take a new snapshot")
 
     @property
     def released(self) -> bool:
@@ -426,6 +476,7 @@ class Snapshot:
         _require_root()
         _set_subreaper()
         impl = get_backend(backend)
+        self.verify()
         images = impl.prepare(self)
         clones: list[Workspace] = []
         try:
@@ -446,11 +497,16 @@ class Snapshot:
         pidfile = ws_dir / "init.pid"
         log = ws_dir / "restore.log"
         try:
-            r = criu.restore(criu.RestoreOptions(
-                images_dir=images, root=ws_dir / "merged", pidfile=pidfile, log_file=log,
-                external_mounts=tuple((k, src) for _, k, src in _external_mounts()),
-                exec_prefix=impl.exec_prefix()))
+            try:
+                r = criu.restore(criu.RestoreOptions(
+                    images_dir=images, root=ws_dir / "merged", pidfile=pidfile, log_file=log,
+                    external_mounts=tuple((k, src) for _, k, src in _external_mounts()),
+                    exec_prefix=impl.exec_prefix()), timeout=self.restore_timeout_s)
+            except subprocess.TimeoutExpired:
+                _kill_rooted_at(ws_dir / "merged")
+                r = subprocess.CompletedProcess([], returncode=-9)
             if r.returncode != 0 or not pidfile.exists():
+                _kill_rooted_at(ws_dir / "merged")
                 keep = paths.STATE_DIR / "failed" / f"restore-{ws_id}.log"
                 keep.parent.mkdir(parents=True, exist_ok=True)
                 if log.exists():

@@ -1,0 +1,162 @@
+"""Fork latency and memory per memory backend and clone count (BunshinRL Fig. 12 style).
+
+For each backend and clone count N: snapshot a live probe workspace (Chromium via Playwright, an HTTP
+server with in-memory state, a TCP connection, an appended file, a process holding `hold_mb` MiB), fork
+N clones, let memory settle (KSM: pages_sharing stable for 5 s, at most 60 s), and record host memory
+used by source + clones above the pre-run baseline. Baseline in the same run: the `private` backend
+(plain CRIU restore) and the os.fork() floor for the same memory size.
+
+Writes OUT/fork.json (rows {"backend", "clones", "snapshot_s", "prepare_s", "fork_p50_s", "memory_mb",
+"workspace_mb", "os_fork_floor_s"}) and OUT/fork.png.
+Full run:  bunshin bench fork --clones 1,2,4,8,16 --out bench-out/fork
+CI scale:  bunshin bench fork --clones 1,2 --hold-mb 16 --no-browser --out /tmp/fork
+"""
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from tqdm import tqdm
+
+from forkcore import Workspace, backend_report, host_memory_used
+from forkcore.backends import KSM_DIR, get_backend
+from forkcore.probe import probe_spec
+
+
+@dataclass
+class Args:
+    out: str = "bench-out/fork"
+    """output directory for fork.json and fork.png"""
+    clones: tuple[int, ...] = (1, 2, 4, 8, 16)
+    """clone counts to measure"""
+    backends: tuple[str, ...] = ("private", "ksm", "memfile")
+    """backends to measure (unavailable ones are reported and skipped)"""
+    hold_mb: int = 200
+    """anonymous memory held by one process of the workspace (MiB)"""
+    browser: bool = True
+    """run headless Chromium (Playwright) in the workspace"""
+    settle_max_s: float = 60.0
+    """longest wait for memory to settle after forking (KSM merging)"""
+
+
+def _settle(backend: str, max_s: float) -> None:
+    if backend != "ksm":
+        time.sleep(min(2.0, max_s))
+        return
+    deadline, last, stable_since = time.monotonic() + max_s, -1, time.monotonic()
+    while time.monotonic() < deadline:
+        sharing = int((KSM_DIR / "pages_sharing").read_text())
+        if sharing != last:
+            last, stable_since = sharing, time.monotonic()
+        elif time.monotonic() - stable_since >= 5.0:
+            return
+        time.sleep(0.5)
+
+
+def os_fork_floor(mb: int, repeats: int = 5) -> float:
+    """Median time of os.fork() in a process holding `mb` MiB of touched anonymous memory."""
+    region = mmap.mmap(-1, max(mb, 1) * 2**20)
+    for off in range(0, len(region), 4096):
+        region[off] = 1
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        times.append(time.perf_counter() - t0)
+        os.waitpid(pid, 0)
+    region.close()
+    return statistics.median(times)
+
+
+def run(args: Args) -> list[dict]:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    report = backend_report()
+    backends = [b for b in args.backends if report.get(b) is None]
+    for b in args.backends:
+        if report.get(b) is not None:
+            print(f"skipping backend {b}: {report[b]}")
+    baseline = host_memory_used()
+    ws = Workspace.start(probe_spec("forkbench", hold_mb=args.hold_mb))
+    rows = []
+    try:
+        if args.browser:
+            ws.call("probe.browser_start", html="<h1>fork bench</h1><script>window.n = 1</script>")
+        ws.call("probe.tcp_open")
+        time.sleep(2)
+        workspace_mb = (host_memory_used() - baseline) / 2**20
+        floor = os_fork_floor(int(ws.memory().rss / 2**20))
+        bar = tqdm(total=len(backends) * sum(args.clones), desc="fork bench", unit="clone")
+        for backend in backends:
+            for n in args.clones:
+                snap = ws.snapshot()
+                t0 = time.monotonic()
+                images = get_backend(backend).prepare(snap)
+                prepare_s = time.monotonic() - t0
+                assert images.is_dir()
+                clones, times = [], []
+                try:
+                    for _ in range(n):
+                        t0 = time.monotonic()
+                        clones += snap.fork(1, backend=backend)
+                        times.append(time.monotonic() - t0)
+                        bar.update(1)
+                    for c in clones:  # every clone must be alive and answering
+                        c.call("probe.counter")
+                    _settle(backend, args.settle_max_s)
+                    memory_mb = (host_memory_used() - baseline) / 2**20
+                finally:
+                    for c in clones:
+                        c.destroy()
+                    snap.release()
+                rows.append({"backend": backend, "clones": n, "snapshot_s": round(snap.dump_s, 4),
+                             "prepare_s": round(prepare_s, 4), "fork_p50_s": round(statistics.median(times), 4),
+                             "memory_mb": round(memory_mb, 1), "workspace_mb": round(workspace_mb, 1),
+                             "os_fork_floor_s": round(floor, 6)})
+                bar.write(json.dumps(rows[-1]))
+                time.sleep(1)
+        bar.close()
+    finally:
+        ws.destroy()
+    (out / "fork.json").write_text(json.dumps(rows, indent=2))
+    _plot(rows, out / "fork.png")
+    (out / "fork.args.json").write_text(json.dumps(asdict(args), indent=2))
+    return rows
+
+
+def _plot(rows: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for backend in sorted({r["backend"] for r in rows}):
+        rs = sorted((r for r in rows if r["backend"] == backend), key=lambda r: r["clones"])
+        ax1.plot([r["clones"] for r in rs], [r["memory_mb"] for r in rs], marker="o", label=backend)
+        ax2.plot([r["clones"] for r in rs], [r["fork_p50_s"] * 1000 for r in rs], marker="o", label=backend)
+    if rows:
+        ax1.axhline(rows[0]["workspace_mb"], color="gray", ls=":", label="source workspace alone")
+        ax2.axhline(rows[0]["os_fork_floor_s"] * 1000, color="gray", ls=":", label="os.fork() floor")
+    ax1.set(xlabel="clones", ylabel="host memory above baseline (MB)", title="Memory: source + clones")
+    ax2.set(xlabel="clones", ylabel="restore time per clone, p50 (ms)", title="Fork latency", yscale="log")
+    for ax in (ax1, ax2):
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+if __name__ == "__main__":
+    import sys
+
+    from bunshin_gym.cli import app
+
+    app(["bench", "fork", *sys.argv[1:]])

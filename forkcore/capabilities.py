@@ -1,0 +1,69 @@
+"""What this machine can do for forkcore, each with the exact fix when it is missing (`bunshin doctor`)."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from . import criu, paths
+from .backends import backend_report
+
+
+@dataclass(frozen=True)
+class Capability:
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _filesystems() -> set[str]:
+    try:
+        return {line.split()[-1] for line in Path("/proc/filesystems").read_text().splitlines()}
+    except OSError:
+        return set()
+
+
+def check_all() -> list[Capability]:
+    caps = []
+    root = os.geteuid() == 0
+    caps.append(Capability("root", root, "running as root" if root else f"running as uid {os.geteuid()}",
+                           "" if root else "run as root (namespaces, mounts and CRIU need it)"))
+    missing_ns = [ns for ns in ("pid", "mnt", "net", "ipc", "uts") if not Path(f"/proc/self/ns/{ns}").exists()]
+    caps.append(Capability("namespaces", not missing_ns,
+                           "pid mnt net ipc uts" if not missing_ns else f"missing: {' '.join(missing_ns)}",
+                           "" if not missing_ns else "use a kernel with CONFIG_{PID,NET,IPC,UTS}_NS"))
+    ovl = "overlay" in _filesystems()
+    caps.append(Capability("overlayfs", ovl, "overlay in /proc/filesystems" if ovl else "not available",
+                           "" if ovl else "modprobe overlay (or a kernel with CONFIG_OVERLAY_FS)"))
+    unshare = shutil.which("unshare")
+    caps.append(Capability("unshare", bool(unshare), unshare or "not found", "" if unshare else "apt-get install util-linux"))
+    try:
+        binary = criu.criu_binary()
+        v = criu.criu_version(binary)
+        ok = v[:2] >= criu.MIN_VERSION
+        caps.append(Capability("criu", ok, f"{'.'.join(map(str, v))} at {binary}",
+                               "" if ok else "bash scripts/setup.sh (installs CRIU >= 4.1)"))
+        if ok and root:
+            r = subprocess.run([binary, "check"], capture_output=True, text=True, env=criu.criu_env(), timeout=60)
+            msg = (r.stdout + r.stderr).strip().splitlines()
+            caps.append(Capability("criu check", r.returncode == 0, msg[-1] if msg else f"exit {r.returncode}",
+                                   "" if r.returncode == 0 else "see `criu check` output; kernel lacks a feature"))
+    except Exception as e:  # noqa: BLE001 - reported, not raised
+        caps.append(Capability("criu", False, str(e), "bash scripts/setup.sh"))
+    if criu.kernel_needs_sockshim():
+        ok = paths.SOCKSHIM.exists()
+        caps.append(Capability("criu getsockopt shim", ok, str(paths.SOCKSHIM) if ok else "missing",
+                               "" if ok else "bash scripts/setup.sh (compiles forkcore/native/sockshim.c)"))
+    ksm = Path("/sys/kernel/mm/ksm/run")
+    caps.append(Capability("ksm", ksm.exists(), f"run={ksm.read_text().strip()}" if ksm.exists() else "absent",
+                           "" if ksm.exists() else "kernel with CONFIG_KSM"))
+    for name, why in backend_report().items():
+        caps.append(Capability(f"backend {name}", why is None, "available" if why is None else why,
+                               "" if why is None else why.split(": ", 1)[-1]))
+    return caps

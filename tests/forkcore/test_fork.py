@@ -1,0 +1,216 @@
+"""Real workspaces, real CRIU: clones continue from the source's state and are isolated from each other."""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from forkcore import (BackendUnavailable, ExecutorError, RestoreFailed, SnapshotError, SnapshotReleased, Workspace,
+                      WorkspaceDestroyed, backend_report)
+
+pytestmark = [pytest.mark.criu, pytest.mark.browser]
+
+
+def _state(ws: Workspace) -> dict:
+    return {"counter": ws.call("probe.counter"),
+            "page": ws.call("probe.browser_eval", expression="[window.x, document.getElementById('d').textContent]"),
+            "echo": ws.call("probe.tcp_roundtrip", message="ping"),
+            "digest": ws.call("probe.hold_digest")}
+
+
+def test_clone_continues_from_source_state(source, snapshot, clone):
+    expected = {"counter": 2, "page": [42, "changed"], "echo": "ping", "digest": source.call("probe.hold_digest")}
+    assert _state(clone) == expected
+    lines = clone.call("probe.read_append")
+    assert lines[0] == "line 0" and len(lines) >= 1
+    time.sleep(0.5)
+    later = clone.call("probe.read_append")
+    assert later[: len(lines)] == lines and len(later) > len(lines), "the appender keeps running in the clone"
+    assert later == [f"line {i}" for i in range(len(later))], "no line lost or duplicated across the restore"
+
+
+def test_clones_and_source_are_isolated(source, snapshot):
+    a, b = snapshot.fork(2, backend="private")
+    try:
+        a.exec(["sh", "-c", "echo from-a > /tmp/iso; echo from-a > /var/tmp/iso"])
+        for _ in range(5):
+            a.call("probe.counter", inc=True)
+        a.call("probe.browser_eval", expression="window.x = 1000")
+        for other in (b, source):
+            assert other.exec(["cat", "/tmp/iso"])["returncode"] != 0
+            assert other.exec(["cat", "/var/tmp/iso"])["returncode"] != 0
+            assert other.call("probe.browser_eval", expression="window.x") == 42
+        assert a.call("probe.counter") == 7
+        assert b.call("probe.counter") == 2 and source.call("probe.counter") == 2, "each has its own server on :8101"
+    finally:
+        a.destroy()
+        b.destroy()
+
+
+def test_clone_cannot_reach_host_or_siblings(snapshot, clone):
+    sibling = snapshot.fork(1, backend="private")[0]
+    try:
+        repo = str(Path(__file__).resolve().parents[2])
+        r = clone.exec(["sh", "-c", f"ls /root; ls {repo}; ls /work; cat /etc/shadow; ls /home"])
+        assert r["stdout"].strip() == "", r
+        assert clone.exec(["test", "-e", repo])["returncode"] != 0
+        # the sibling's processes do not exist in this pid namespace
+        assert clone.exec(["kill", "-0", str(sibling.init_pid)])["returncode"] != 0
+        assert sibling.init_pid not in [int(p) for p in clone.exec(["ls", "/proc"])["stdout"].split() if p.isdigit()]
+        links = clone.exec(["ls", "/sys/class/net"])["stdout"].split()
+        assert links == ["lo"], "loopback only"
+    finally:
+        sibling.destroy()
+
+
+def test_fork_of_a_clone_continues_from_the_clone(clone):
+    clone.call("probe.counter", inc=True)
+    clone.call("probe.browser_eval", expression="window.x = 7")
+    grandchild = clone.fork(1, backend="private")[0]
+    try:
+        assert grandchild.call("probe.counter") == 3
+        assert grandchild.call("probe.browser_eval", expression="window.x") == 7
+        assert grandchild.call("probe.tcp_roundtrip", message="gc") == "gc"
+        grandchild.call("probe.counter", inc=True)
+        assert clone.call("probe.counter") == 3
+    finally:
+        grandchild.destroy()
+
+
+def test_snapshot_leaves_source_running_unchanged(source):
+    before = _state(source)
+    snap = source.snapshot()
+    try:
+        assert _state(source) == before
+        n = len(source.call("probe.read_append"))
+        time.sleep(0.3)
+        assert len(source.call("probe.read_append")) > n
+    finally:
+        snap.release()
+    assert not snap.dir.exists(), "the last release deletes the snapshot's files"
+
+
+def test_destroy_leaves_nothing_behind(snapshot):
+    ws = snapshot.fork(1, backend="private")[0]
+    pids, ws_dir, cgroup = ws.pids(), ws.dir, ws._freezer.path
+    assert len(pids) > 5
+    ws.destroy()
+    assert not any(Path(f"/proc/{p}").exists() and os.readlink(f"/proc/{p}/ns/pid") == ws._pidns
+                   for p in pids if Path(f"/proc/{p}").exists())
+    assert str(ws_dir) not in Path("/proc/self/mountinfo").read_text()
+    assert not ws_dir.exists() and not cgroup.exists()
+    ws.destroy()  # idempotent
+
+
+@pytest.mark.parametrize("backend", ["memfile", "ksm"])
+def test_backends_behave_like_private(source, snapshot, backend):
+    if backend_report()[backend] is not None:
+        pytest.skip(f"backend {backend} unavailable here: {backend_report()[backend]}")
+    reference = snapshot.fork(1, backend="private")[0]
+    other = snapshot.fork(1, backend=backend)[0]
+    try:
+        assert other.backend == backend
+        assert _state(other) == _state(reference)
+        other.call("probe.counter", inc=True)
+        assert reference.call("probe.counter") == 2 and source.call("probe.counter") == 2
+    finally:
+        reference.destroy()
+        other.destroy()
+
+
+def test_memfile_madv_dontneed_caveat(snapshot):
+    """After MADV_DONTNEED, Linux gives anonymous memory back as zeros; a memfile clone re-reads the file."""
+    if backend_report()["memfile"] is not None:
+        pytest.skip(f"memfile unavailable: {backend_report()['memfile']}")
+    private = snapshot.fork(1, backend="private")[0]
+    memfile = snapshot.fork(1, backend="memfile")[0]
+    try:
+        assert private.call("probe.region_dontneed_then_read") == 0
+        assert memfile.call("probe.region_dontneed_then_read") == 0xAB  # documented in forkcore/memfile.py
+    finally:
+        private.destroy()
+        memfile.destroy()
+
+
+def test_standby_rollback_restores_the_snapshot_state(snapshot):
+    from forkcore.standby import StandbyPool
+
+    with StandbyPool(snapshot, size=1, backend="private", refill_in_background=False) as pool:
+        ws = pool.take()
+        ws.call("probe.counter", inc=True)
+        assert ws.call("probe.counter") == 3
+        t0 = time.monotonic()
+        ws = pool.rollback(ws)
+        assert ws.call("probe.counter") == 2
+        assert time.monotonic() - t0 < 30
+        ws.destroy()
+
+
+def test_bad_input_raises_typed_errors(source, snapshot, tmp_path):
+    with pytest.raises(ValueError, match="n must be"):
+        snapshot.fork(0)
+    with pytest.raises(ValueError, match="unknown memory backend"):
+        snapshot.fork(1, backend="nope")
+    with pytest.raises(BackendUnavailable, match="kmod"):
+        snapshot.fork(1, backend="kmod")
+    with pytest.raises(ExecutorError, match="UnknownMethod"):
+        source.call("no.such.method")
+    with pytest.raises(ExecutorError, match="no TCP connection|FileNotFoundError|No such file"):
+        source.call("read_file", path="/does/not/exist")
+    ws = snapshot.fork(1, backend="private")[0]
+    ws.destroy()
+    with pytest.raises(WorkspaceDestroyed):
+        ws.snapshot()
+    with pytest.raises(WorkspaceDestroyed):
+        ws.call("ping")
+    snap2 = source.snapshot()
+    snap2.release()
+    with pytest.raises(SnapshotReleased):
+        snap2.fork(1)
+
+
+def test_corrupt_snapshot_fails_loudly_never_restores_wrong_state(source):
+    snap = source.snapshot()
+    try:
+        pages = max(snap.images.glob("pages-*.img"), key=lambda p: p.stat().st_size)
+        with open(pages, "r+b") as f:
+            f.truncate(pages.stat().st_size // 2)
+        with pytest.raises(SnapshotError, match="damaged"):
+            snap.fork(1, backend="private")
+        core = snap.images / "core-1.img"
+        data = bytearray(core.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        core.write_bytes(bytes(data))  # same size: only the deep check or CRIU itself can notice
+        snap.write_manifest()
+        with pytest.raises(RestoreFailed) as err:
+            snap.fork(1, backend="private")
+        assert err.value.log_path and Path(err.value.log_path).exists()
+    finally:
+        snap.release()
+
+
+def test_deep_verify_detects_changed_content(source):
+    snap = source.snapshot()
+    try:
+        snap.verify(deep=True)
+        img = snap.images / "pstree.img"
+        data = bytearray(img.read_bytes())
+        data[-1] ^= 0x01
+        img.write_bytes(bytes(data))
+        with pytest.raises(SnapshotError, match="content"):
+            snap.verify(deep=True)
+    finally:
+        snap.release()
+
+
+def test_invalid_spec_is_rejected():
+    from forkcore import ServiceSpec, WorkspaceSpec, validate_spec
+
+    with pytest.raises(ValueError, match="ready"):
+        validate_spec(WorkspaceSpec("x", services=(ServiceSpec.make("s", ["true"], ready="port 80"),)))
+    with pytest.raises(ValueError, match="layer"):
+        validate_spec(WorkspaceSpec("x", layers=("relative/dir",)))
+    with pytest.raises(ValueError, match="name"):
+        validate_spec(WorkspaceSpec("bad name!"))
