@@ -96,6 +96,14 @@ def kmod_test(out: Optional[Path] = typer.Option(None, help="keep the guest's co
     raise typer.Exit(0 if getattr(result, "ok", False) else 1)
 
 
+@app.command()
+def demo(clones: str = typer.Option("1,2,4", help="clone counts for the fork demo"),
+         out: Path = typer.Option(Path("bench-out/demo"), help="where JSON and PNG go")) -> None:
+    """What a newcomer should see first: live-fork a workspace with each memory backend, side by side."""
+    bench_fork(clones=clones, out=out, backends="private,ksm,memfile", hold_mb=100, browser=True,
+               settle_max_s=30.0)
+
+
 def main() -> None:
     app()
 

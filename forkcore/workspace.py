@@ -390,7 +390,9 @@ class Snapshot:
         self.restore_timeout_s = float(os.environ.get("BUNSHIN_RESTORE_TIMEOUT_S", "120"))
 
     def _image_sizes(self) -> dict[str, int]:
-        return {f.name: f.stat().st_size for f in sorted(self.images.iterdir()) if f.name != "dump.log"}
+        # CRIU itself adds stats-restore (and we keep dump.log) beside the images: not part of the state.
+        return {f.name: f.stat().st_size for f in sorted(self.images.iterdir())
+                if not f.name.startswith("stats-") and not f.name.endswith(".log")}
 
     def write_manifest(self) -> None:
         """Record every image file's size (checked before each restore: a damaged snapshot never restores)."""

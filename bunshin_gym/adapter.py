@@ -1,0 +1,111 @@
+"""The small interface through which an env package plugs into BunshinEnv (no env keys known here).
+
+An env package (envs/webarena, envs/osworld) implements `EnvAdapter`: the workspace to run, how a task
+is loaded, which executor calls reset/step/observe/evaluate, how a raw executor answer becomes the
+observation dict, the canonical form of an action (the prefix-cache key) and prompt rendering for policies.
+"""
+from __future__ import annotations
+
+import abc
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from gymnasium import spaces
+
+from forkcore import WorkspaceSpec
+
+
+class ActionError(ValueError):
+    """A malformed action; the env reports its message as `last_action_error` and stays usable."""
+
+
+@dataclass(frozen=True)
+class Task:
+    """A task as the env layer sees it: an id, the raw config the env's executor understands, a digest."""
+
+    id: str
+    config: dict = field(hash=False, compare=False)
+    goal: str = ""
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256(json.dumps(self.config, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """A decoded executor answer."""
+
+    observation: dict
+    last_action_error: str
+    done: bool  # the agent ended the episode (stop / DONE / FAIL)
+    answer: str | None
+
+
+class EnvAdapter(abc.ABC):
+    """What an env package supplies. One instance per env object; cheap to construct (starts nothing)."""
+
+    #: short name, e.g. "webarena"
+    name: str = ""
+
+    @abc.abstractmethod
+    def workspace_spec(self) -> WorkspaceSpec:
+        """The workspace every task of this env starts from (services, layers, handlers)."""
+
+    def warmup_call(self) -> tuple[str, dict] | None:
+        """An executor call run once on the fresh base workspace before its snapshot (e.g. start a browser)."""
+        return None
+
+    @abc.abstractmethod
+    def task_ids(self) -> list[str]:
+        ...
+
+    @abc.abstractmethod
+    def load_task(self, task_id: str | None = None, task_config: dict | str | None = None) -> Task:
+        """Load and validate a task by id, or from a config dict / file path; raise ValueError if invalid."""
+
+    @abc.abstractmethod
+    def reset_call(self, task: Task) -> tuple[str, dict]:
+        """The executor call that brings a fork of the base workspace to the task's initial state."""
+
+    @abc.abstractmethod
+    def step_call(self, action: str) -> tuple[str, dict]:
+        ...
+
+    @abc.abstractmethod
+    def evaluate_call(self, answer: str | None) -> tuple[str, dict]:
+        ...
+
+    @abc.abstractmethod
+    def decode(self, raw: Any, task: Task) -> StepResult:
+        """Turn an executor answer (from reset or step) into the observation dict."""
+
+    @abc.abstractmethod
+    def observation_space(self) -> spaces.Dict:
+        ...
+
+    @abc.abstractmethod
+    def action_space(self) -> spaces.Space:
+        ...
+
+    @abc.abstractmethod
+    def canonical_action(self, action: Any) -> str:
+        """The action's canonical signature (tool name + normalised args); raise ActionError if malformed."""
+
+    def is_read_only(self, action: str) -> bool:
+        """True if the action changes neither the workspace nor the observation (may be skipped in cache keys)."""
+        return False
+
+    def render_prompt(self, observation: dict) -> str:
+        """The observation as prompt text for a language-model policy."""
+        return json.dumps({k: v for k, v in observation.items() if isinstance(v, str)}, indent=1)
+
+    def candidate_actions(self, observation: dict) -> list[str]:
+        """Actions that make sense in this observation (for discrete-action wrappers and random policies)."""
+        return []
+
+    def action_grammar(self) -> str | None:
+        """A GBNF grammar of the action syntax, for constrained decoding, if the env has one."""
+        return None

@@ -1,0 +1,79 @@
+"""Process-wide initial snapshots: one base snapshot per env workspace, one task snapshot per task.
+
+Building a workspace cold (start services, launch a browser) takes seconds; forking a snapshot takes a
+fraction of that. The first reset of a task builds: base workspace → warm-up call → base snapshot; fork →
+the task's reset call → task snapshot (with the initial observation it produced). Every later reset of that
+task, in any env object of this process, forks the task snapshot. Released at interpreter exit.
+"""
+from __future__ import annotations
+
+import atexit
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from forkcore import Snapshot, Workspace
+
+from .adapter import EnvAdapter, Task
+
+
+@dataclass
+class TaskSnapshot:
+    snapshot: Snapshot
+    initial_raw: Any  #: the executor's answer to the reset call (the initial observation)
+    build_s: float
+
+
+class SnapshotRegistry:
+    def __init__(self) -> None:
+        self._base: dict[str, Snapshot] = {}
+        self._tasks: dict[tuple[str, str, str], TaskSnapshot] = {}
+        self._locks: dict[Any, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    def _lock(self, key) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault(key, threading.Lock())
+
+    def base(self, adapter: EnvAdapter) -> Snapshot:
+        spec = adapter.workspace_spec()
+        key = spec.to_json()
+        with self._lock(("base", key)):
+            if key not in self._base:
+                ws = Workspace.start(spec)
+                try:
+                    warm = adapter.warmup_call()
+                    if warm:
+                        ws.call(warm[0], **warm[1])
+                    self._base[key] = ws.snapshot()
+                finally:
+                    ws.destroy()
+            return self._base[key]
+
+    def task(self, adapter: EnvAdapter, task: Task, backend: str) -> TaskSnapshot:
+        key = (adapter.workspace_spec().to_json(), task.id, task.digest)
+        with self._lock(("task", key)):
+            if key not in self._tasks:
+                t0 = time.monotonic()
+                ws = self.base(adapter).fork(1, backend=backend)[0]
+                try:
+                    method, params = adapter.reset_call(task)
+                    raw = ws.call(method, **params)
+                    snap = ws.snapshot()
+                finally:
+                    ws.destroy()
+                self._tasks[key] = TaskSnapshot(snap, raw, time.monotonic() - t0)
+            return self._tasks[key]
+
+    def release_all(self) -> None:
+        for ts in self._tasks.values():
+            ts.snapshot.release()
+        for s in self._base.values():
+            s.release()
+        self._tasks.clear()
+        self._base.clear()
+
+
+REGISTRY = SnapshotRegistry()
+atexit.register(REGISTRY.release_all)
