@@ -105,6 +105,11 @@ def demo(clones: str = typer.Option("1,2,4", help="clone counts for the fork dem
 
 
 def main() -> None:
+    import signal
+    import sys
+
+    # SIGTERM exits through atexit, so workspaces of an interrupted command are destroyed.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     app()
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 import ctypes
 import os
 import shutil
+import signal
+import time
 from pathlib import Path
 
 from . import paths
@@ -19,33 +21,49 @@ def _mounted_under(root: Path) -> list[str]:
     return sorted(out, key=len, reverse=True)
 
 
+def _alive(pid_file: Path) -> bool:
+    try:
+        return Path(f"/proc/{int(pid_file.read_text())}").exists()
+    except (OSError, ValueError):
+        return False
+
+
 def collect() -> list[str]:
-    """Unmount and delete workspace dirs no live process uses; delete orphaned snapshots. Returns a log."""
+    """Kill workspaces whose owning process is gone; unmount and delete their state. Returns a log.
+
+    A workspace belongs to the process that started or restored it (ws_dir/owner.pid); while that process
+    lives, its workspaces are left alone.
+    """
     log = []
     libc = ctypes.CDLL(None, use_errno=True)
     ws_root = paths.STATE_DIR / "ws"
-    in_use = set()
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                root = os.readlink(f"/proc/{entry}/root")
-            except OSError:
-                continue
-            if root.startswith(str(ws_root)):
-                in_use.add(Path(root).parent.name)
     if ws_root.is_dir():
         for d in ws_root.iterdir():
-            pid_file = d / "init.pid"
-            alive = d.name in in_use
-            if pid_file.exists():
-                try:
-                    alive = alive or Path(f"/proc/{int(pid_file.read_text())}").exists()
-                except ValueError:
-                    pass
-            if alive:
+            if _alive(d / "owner.pid"):
                 continue
+            if _alive(d / "init.pid"):
+                pid = int((d / "init.pid").read_text())
+                try:
+                    os.kill(pid, signal.SIGKILL)  # PID 1 of the workspace's namespace: takes all of it down
+                    log.append(f"killed orphaned workspace {d.name} (init {pid})")
+                except ProcessLookupError:
+                    pass
+                for _ in range(200):
+                    if not Path(f"/proc/{pid}").exists():
+                        break
+                    time.sleep(0.01)
             for m in _mounted_under(d):
                 libc.umount2(m.encode(), 2)
             shutil.rmtree(d, ignore_errors=True)
             log.append(f"removed workspace state {d}")
+    snap_root = paths.STATE_DIR / "snapshots"
+    if snap_root.is_dir():
+        for d in snap_root.iterdir():
+            if (d / "owner.pid").exists() and _alive(d / "owner.pid"):
+                continue
+            if str(d) in Path("/proc/self/mountinfo").read_text():
+                continue  # a live clone stacks its layer
+            shutil.rmtree(d, ignore_errors=True)
+            shutil.rmtree(paths.SHM_DIR / d.name, ignore_errors=True)
+            log.append(f"removed snapshot {d}")
     return log

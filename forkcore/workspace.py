@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import logging
 import os
 import shutil
 import signal
@@ -17,17 +18,20 @@ import subprocess
 import threading
 import time
 import uuid
+import weakref
+import atexit
 from pathlib import Path
 from typing import Any, Sequence
 
 from . import criu, layers, paths
 from .accounting import TreeMemory, namespace_pids, tree_memory
 from .cgroups import Freezer
-from .errors import (NotRoot, RestoreFailed, SnapshotError, SnapshotReleased, WorkspaceDestroyed,
+from .errors import (KernelFeatureMissing, NotRoot, RestoreFailed, SnapshotError, SnapshotReleased, WorkspaceDestroyed,
                      WorkspaceError)
 from .rpc import ExecutorClient
 from .spec import WorkspaceSpec, validate_spec
 
+log = logging.getLogger("forkcore")
 _libc = ctypes.CDLL(None, use_errno=True)
 _REPO_ROOT = Path(__file__).resolve().parent.parent
 MEM_MOUNT = "/opt/bunshin/mem"  #: the memfile backend's shared tmpfs, bound read-only into every workspace
@@ -40,9 +44,31 @@ exit 0
 """
 
 
+_LIVE: "weakref.WeakSet[Workspace]" = weakref.WeakSet()
+
+
+@atexit.register
+def _destroy_live_workspaces() -> None:
+    """Workspaces the program forgot to destroy die with it: no process or mount outlives the host process."""
+    for ws in list(_LIVE):
+        try:
+            ws.destroy()
+        except Exception:  # noqa: BLE001 - best effort at exit
+            pass
+
+
 def _require_root() -> None:
     if os.geteuid() != 0:
         raise NotRoot()
+    if shutil.which("unshare") is None:
+        raise KernelFeatureMissing("`unshare` not found: apt-get install util-linux")
+    try:
+        fs = open("/proc/filesystems").read()
+    except OSError:
+        fs = ""
+    if "overlay" not in fs:
+        raise KernelFeatureMissing("overlayfs is not available: `modprobe overlay` or use a kernel with "
+                                   "CONFIG_OVERLAY_FS")
 
 
 def _set_subreaper() -> None:
@@ -102,6 +128,7 @@ class Workspace:
         self._frozen = False
         self._lock = threading.RLock()
         self.client = ExecutorClient(self.host_path(paths.WS_EXECUTOR_SOCKET), label=f"workspace {ws_id}")
+        _LIVE.add(self)
 
     # ---- construction -------------------------------------------------------------------------
     @classmethod
@@ -144,6 +171,7 @@ class Workspace:
             stage1_log.close()
         init_pid = cls._find_child(popen, ws_dir)
         (ws_dir / "init.pid").write_text(str(init_pid))
+        (ws_dir / "owner.pid").write_text(str(os.getpid()))
         ws = cls(spec, ws_id, init_pid, lowers, ws_dir, freezer, host_mounted=False, backend="source",
                  parent_snapshot=None, popen=popen)
         try:
@@ -260,6 +288,7 @@ class Workspace:
             snap_dir = paths.STATE_DIR / "snapshots" / snap_id
             images = snap_dir / "images"
             images.mkdir(parents=True)
+            (snap_dir / "owner.pid").write_text(str(os.getpid()))
             script = paths.STATE_DIR / "criu-action.sh"
             if not script.exists() or script.read_text() != _ACTION_SCRIPT:
                 tmp = script.with_suffix(".tmp")
@@ -469,7 +498,7 @@ class Snapshot:
         Raises:
             ValueError (n < 1), BackendUnavailable, RestoreFailed (with the CRIU log tail), SnapshotReleased.
         """
-        from .backends import get_backend
+        from .backends import backend_report, get_backend
 
         if not isinstance(n, int) or n < 1:
             raise ValueError(f"fork(n={n!r}): n must be an int >= 1")
@@ -478,6 +507,9 @@ class Snapshot:
         _require_root()
         _set_subreaper()
         impl = get_backend(backend)
+        if backend == "auto":
+            skipped = {n: why for n, why in backend_report().items() if why}
+            log.info("backend auto -> %s (unavailable: %s)", impl.name, skipped)
         self.verify()
         images = impl.prepare(self)
         clones: list[Workspace] = []
@@ -516,6 +548,7 @@ class Snapshot:
                 raise RestoreFailed(f"criu restore of snapshot {self.id} ({impl.name} backend) failed "
                                     f"(exit {r.returncode}):\n{criu.log_tail(log)}\nfull log: {keep}", str(keep))
             init_pid = int(pidfile.read_text())
+            (ws_dir / "owner.pid").write_text(str(os.getpid()))
         except BaseException:
             _umount(ws_dir / "merged")
             shutil.rmtree(ws_dir, ignore_errors=True)
