@@ -1,0 +1,66 @@
+"""Tool-prefix cache of Bunshin Gym: prefix tree with longest-prefix lookup, read-only annotation and
+single-flight misses; selective snapshots in a byte-budgeted ancestor-closed LRU pool; a persistent,
+crash-safe on-disk store. Knows no concrete env and nothing of forkcore: snapshots are `SnapshotHandle`s.
+"""
+
+from .errors import (
+    CacheError,
+    ClaimStateError,
+    CorruptEntryError,
+    ForeignNodeError,
+    MissExecutionError,
+    SingleFlightTimeout,
+    StoreError,
+    StoreFormatError,
+    StoreLockTimeout,
+)
+from .registry import CacheConfig, PrefixCache, validate_cache_config
+from .snapshots import (
+    PoolStats,
+    SnapshotDecision,
+    SnapshotEntry,
+    SnapshotHandle,
+    SnapshotPolicy,
+    SnapshotPolicyConfig,
+    SnapshotPool,
+    validate_policy_config,
+)
+from .store import CacheStore, LoadReport, SnapshotRecord, StoreConfig, validate_store_config
+from .tree import CachedStep, MaterializePlan, Match, MissClaim, Node, PrefixTree, SideEntry, SnapshotPlan, TreeStats
+
+__all__ = [
+    "CacheConfig",
+    "CacheError",
+    "CacheStore",
+    "CachedStep",
+    "ClaimStateError",
+    "CorruptEntryError",
+    "ForeignNodeError",
+    "LoadReport",
+    "Match",
+    "MaterializePlan",
+    "MissClaim",
+    "MissExecutionError",
+    "Node",
+    "PoolStats",
+    "PrefixCache",
+    "PrefixTree",
+    "SideEntry",
+    "SingleFlightTimeout",
+    "SnapshotDecision",
+    "SnapshotEntry",
+    "SnapshotHandle",
+    "SnapshotPlan",
+    "SnapshotPolicy",
+    "SnapshotPolicyConfig",
+    "SnapshotPool",
+    "SnapshotRecord",
+    "StoreConfig",
+    "StoreError",
+    "StoreFormatError",
+    "StoreLockTimeout",
+    "TreeStats",
+    "validate_cache_config",
+    "validate_policy_config",
+    "validate_store_config",
+]

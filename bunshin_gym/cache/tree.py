@@ -1,0 +1,716 @@
+"""The tool-call prefix tree of one task (TVCache's tool call graph; BunshinRL's tool-prefix tree).
+
+Owns: the tree of canonical call signatures observed from one initial state, the recorded step result
+and cost of every call, longest-prefix lookup over a whole action history, the read-only ("stateless")
+annotation, single-flight execution of identical concurrent misses, and which node holds a retained
+snapshot (through `SnapshotPool`). Does not own: executing calls, taking/forking snapshots (forkcore),
+canonicalising signatures (the env gives them), episode bookkeeping (step counts, TimeLimit truncation:
+the env computes those outside the cache), or persistence (`store.py`).
+
+Correctness contract (TVCache §3.2 / BunshinRL §3.2). A cached result is returned only when the *same
+task*, the *same initial state* (one tree per ``(task_id, initial_digest)``) and the *same full prefix*
+of state-changing calls led to it. This is exact, not heuristic, provided the env is deterministic given
+(initial state, call sequence): fixed clock, seeded data, loopback only.
+
+Read-only calls. The env may supply ``readonly(signature) -> bool``. A signature is read-only iff, for
+every reachable state ``s``, executing it leaves the workspace state exactly ``s`` (including clocks,
+counters, caches the app keeps, anything a later call could observe) and its step result is a function of
+``(s, signature)`` only. Then:
+
+  1. State is unchanged by read-only calls, so by induction over the history the state after history
+     ``h`` equals the state after ``h`` with its read-only calls deleted. The tree therefore keys states
+     by the subsequence of *stateful* calls only: a read-only call never creates an edge and never
+     advances the state path, wherever it appears in the history.
+  2. A read-only call's result is a function of (state, signature), so it is cached as a *side entry* on
+     the node of the state it ran in, keyed by its own signature (``node.side[signature]``). A lookup
+     whose *last* call is read-only is a hit iff that side entry exists at the state reached by the
+     stateful calls before it; a read-only call *before* the last one is simply skipped (its result
+     was already returned when it was the last call, and it did not change state).
+  3. Two histories that differ only in read-only calls therefore share every cached state and result —
+     the extra reuse TVCache's annotation buys — and nothing else is shared, so no stale result can be
+     served (the `cat foo.py; patch; cat foo.py` example: the second ``cat`` is looked up at the
+     post-patch state node, where the pre-patch side entry does not live).
+
+  Mislabelling a state-changing call as read-only breaks rule 1 and *does* serve stale results; when in
+  doubt leave a call stateful (only reuse is lost). Step counts differ between histories sharing a node,
+  which is why episode-level truncation must not be read from the cache.
+
+Thread safety: every public method is safe to call from many threads; all trees sharing a `SnapshotPool`
+share its lock. ``handle.release()`` is always called outside the lock.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, NamedTuple
+
+from .errors import ClaimStateError, ForeignNodeError, MissExecutionError, SingleFlightTimeout
+from .snapshots import (
+    SnapshotDecision,
+    SnapshotEntry,
+    SnapshotHandle,
+    SnapshotPolicy,
+    SnapshotPool,
+    release_all,
+)
+
+ReadonlyPredicate = Callable[[str], bool]
+
+
+def _never_readonly(_: str) -> bool:
+    return False
+
+
+@dataclass(frozen=True, slots=True)
+class CachedStep:
+    """What executing one call returned, as `gymnasium.Env.step` would (minus episode bookkeeping).
+
+    (Not `bunshin_gym.adapter.StepResult`, the decoded executor answer: the env builds a `CachedStep` from
+    what its ``step()`` returns, so a hit can return exactly that.)
+
+    Attributes:
+        observation: opaque (dict of arrays, bytes, ...); the cache never inspects it. Treat as immutable.
+        reward: the call's reward.
+        terminated: whether the task reached a terminal state with this call.
+        truncated: env-internal truncation *caused by the workspace* (not TimeLimit; see module doc).
+        info: extra data; stored as a read-only mapping. Copy it (``dict(result.info)``) before adding
+            per-step keys such as timings or ``cache_hit``.
+    """
+
+    observation: Any
+    reward: float = 0.0
+    terminated: bool = False
+    truncated: bool = False
+    info: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.info, MappingProxyType):
+            object.__setattr__(self, "info", MappingProxyType(dict(self.info)))
+
+    def __reduce__(self):  # MappingProxyType does not pickle; store a dict
+        return (CachedStep, (self.observation, self.reward, self.terminated, self.truncated, dict(self.info)))
+
+
+class SideEntry:
+    """A read-only call's cached result, living on the node of the state it ran in."""
+
+    __slots__ = ("signature", "result", "cost_s", "hits", "key")
+
+    def __init__(self, signature: str, result: CachedStep, cost_s: float, key: str):
+        self.signature = signature
+        self.result = result
+        self.cost_s = cost_s
+        self.hits = 0
+        self.key = key
+
+    def __repr__(self) -> str:
+        return f"SideEntry({self.signature!r}, cost_s={self.cost_s:.3f}, hits={self.hits})"
+
+
+def node_key(parent_key: str, signature: str) -> str:
+    """Content key of the node reached from ``parent_key`` by ``signature`` (stable across processes)."""
+    return hashlib.sha256(f"{parent_key}\n{signature}".encode()).hexdigest()
+
+
+def root_key(task_id: str, initial_digest: str) -> str:
+    return hashlib.sha256(f"bunshin-prefix-root\n{task_id}\n{initial_digest}".encode()).hexdigest()
+
+
+class Node:
+    """One workspace state: the root (initial state) or the state after a stateful call.
+
+    Attributes (read them; mutate only through `PrefixTree`):
+        signature: the stateful call on the edge from the parent (``None`` at the root).
+        parent, depth: tree position; ``depth`` counts stateful calls from the initial state.
+        children: ``signature -> Node`` for stateful calls recorded from this state.
+        side: ``signature -> SideEntry`` for read-only calls recorded in this state.
+        result: the `CachedStep` of ``signature`` (``None`` at the root unless set with `set_root_result`).
+        cost_s: seconds executing ``signature`` took (what a replay of it costs).
+        snapshot: the resident `SnapshotEntry` or ``None``; ``snapshot_handle`` is its handle.
+        on_disk: whether the on-disk store holds a snapshot delta for this node.
+        hits: lookups that ended here as a hit; ``visits = hits + 1`` (the recording run).
+        key: a sha256 of the path (stable across processes; the store's node id).
+    """
+
+    __slots__ = ("signature", "parent", "depth", "children", "side", "result", "cost_s", "snapshot",
+                 "on_disk", "hits", "key", "tree", "__weakref__")
+
+    def __init__(self, tree: PrefixTree, parent: Node | None, signature: str | None, result: CachedStep | None,
+                 cost_s: float, key: str):
+        self.tree = tree
+        self.parent = parent
+        self.signature = signature
+        self.depth = 0 if parent is None else parent.depth + 1
+        self.children: dict[str, Node] = {}
+        self.side: dict[str, SideEntry] = {}
+        self.result = result
+        self.cost_s = cost_s
+        self.snapshot: SnapshotEntry | None = None
+        self.on_disk = False
+        self.hits = 0
+        self.key = key
+
+    @property
+    def visits(self) -> int:
+        return self.hits + (0 if self.parent is None else 1)
+
+    @property
+    def snapshot_handle(self) -> SnapshotHandle | None:
+        s = self.snapshot
+        return None if s is None else s.handle
+
+    def path(self) -> tuple[str, ...]:
+        """Stateful signatures from the initial state to this node."""
+        out: list[str] = []
+        n: Node | None = self
+        while n is not None and n.signature is not None:
+            out.append(n.signature)
+            n = n.parent
+        return tuple(reversed(out))
+
+    def __repr__(self) -> str:
+        return (f"Node(depth={self.depth}, signature={self.signature!r}, children={len(self.children)}, "
+                f"side={len(self.side)}, snapshot={self.snapshot is not None}, hits={self.hits})")
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    """Result of `PrefixTree.lookup` (longest-prefix match of a whole history).
+
+    Attributes:
+        node: the deepest state reached: the state after ``history[:depth]`` (read-only calls skipped).
+        depth: how many leading history entries are matched; read-only entries before the last are always
+            matched (they don't change state), the last one only if its side entry exists.
+        hit: ``depth == len(history) > 0``: the full history is cached.
+        result: on a hit, the cached `CachedStep` of ``history[-1]``; else ``None``.
+        remaining: ``history[depth:]``, the calls to execute (from ``node``'s state) on a miss.
+    """
+
+    node: Node
+    depth: int
+    hit: bool
+    result: CachedStep | None
+    remaining: tuple[str, ...]
+
+
+class SnapshotPlan(NamedTuple):
+    """How to materialise a node's state: fork ``ancestor``'s snapshot, then replay ``calls`` in order.
+
+    ``ancestor.snapshot`` is ``None`` only when no node on the path retains a snapshot: then start from a
+    fresh reset of the task's initial state (``ancestor`` is the root) and replay the whole path.
+    """
+
+    ancestor: Node
+    calls: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class MaterializePlan:
+    """Cheapest way to bring a workspace to a node's state (BunshinRL: replay instead of a slow restore).
+
+    Attributes:
+        source: ``"memory"`` (fork ``ancestor``'s resident snapshot), ``"disk"`` (restore ``ancestor``'s
+            on-disk delta from the `CacheStore`) or ``"reset"`` (fresh reset of the initial state).
+        ancestor: the node restored from (the root for ``"reset"``).
+        calls: stateful signatures to replay after it, in order.
+        est_s: estimated seconds: restore cost + the recorded ``cost_s`` of the calls.
+    """
+
+    source: str
+    ancestor: Node
+    calls: tuple[str, ...]
+    est_s: float
+
+
+@dataclass(frozen=True)
+class TreeStats:
+    nodes: int
+    side_entries: int
+    max_depth: int
+    snapshots: int
+    lookups: int
+    hits: int
+    records: int
+    coalesced: int
+    """Misses that waited on an identical in-flight execution instead of executing."""
+
+
+class _Flight:
+    __slots__ = ("event", "node", "result", "error")
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.node: Node | None = None
+        self.result: CachedStep | None = None
+        self.error: BaseException | None = None
+
+
+class MissClaim:
+    """Outcome of `PrefixTree.acquire_miss`.
+
+    If ``leader`` is true this caller must execute the call and then call `complete` (or `fail`); use it as
+    a context manager so an exception or an early exit fails the claim and wakes the waiters. If
+    ``leader`` is false the call is already recorded (by another caller) and ``node``/``result`` are set.
+
+    Attributes:
+        leader: whether this caller executes.
+        node: the state node after the call (the parent itself for a read-only call); set once done.
+        result: the call's `CachedStep`; set once done.
+        waited: a follower that blocked on the leader (for stats / info).
+    """
+
+    __slots__ = ("_tree", "_parent", "signature", "leader", "node", "result", "waited", "_flight", "_done")
+
+    def __init__(self, tree: PrefixTree, parent: Node, signature: str, leader: bool, flight: _Flight | None,
+                 node: Node | None = None, result: CachedStep | None = None, waited: bool = False):
+        self._tree = tree
+        self._parent = parent
+        self.signature = signature
+        self.leader = leader
+        self._flight = flight
+        self.node = node
+        self.result = result
+        self.waited = waited
+        self._done = not leader
+
+    def complete(self, result: CachedStep, cost_s: float) -> Node:
+        """Record the executed call's result (leader only) and hand it to every waiter."""
+        if not self.leader:
+            raise ClaimStateError(f"complete() on a non-leader claim for {self.signature!r}: only the caller "
+                                  f"with claim.leader == True executes; followers read claim.result.")
+        if self._done:
+            raise ClaimStateError(f"claim for {self.signature!r} was already completed or failed")
+        try:
+            node = self._tree.record(self._parent, self.signature, result, cost_s)
+        except BaseException as e:
+            self.fail(e)
+            raise
+        self.node = node
+        self.result = self._tree._result_of(self._parent, self.signature, node)
+        self._done = True
+        self._tree._finish_flight(self._parent, self.signature, self._flight, node, self.result, None)
+        return node
+
+    def fail(self, error: BaseException) -> None:
+        """Give up (leader only): nothing is recorded; waiters raise `MissExecutionError` from ``error``."""
+        if not self.leader or self._done:
+            return
+        self._done = True
+        self._tree._finish_flight(self._parent, self.signature, self._flight, None, None, error)
+
+    def __enter__(self) -> MissClaim:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if self.leader and not self._done:
+            self.fail(exc if exc is not None else ClaimStateError(
+                f"the executing caller left the claim for {self.signature!r} without complete()"))
+
+
+class PrefixTree:
+    """Tool-call prefix tree of one ``(task_id, initial_digest)``; see the module docstring for semantics.
+
+    Args:
+        task_id: the task's id.
+        initial_digest: digest of the initial state (task config + seed + env version): a hit requires
+            the same initial state, so a different digest must get a different tree.
+        readonly: predicate marking read-only signatures (default: none are). Must be pure and stable for
+            the tree's lifetime (its answers are memoised).
+        pool: the `SnapshotPool` holding this tree's snapshots (share one pool between the trees of a
+            process to share a byte budget). Default: a private unbounded pool.
+        policy: the selective-snapshot `SnapshotPolicy`. Default: `SnapshotPolicy()`.
+        miss_timeout_s: default wait for `acquire_miss` followers (``None`` = forever).
+
+    Example::
+
+        m = tree.lookup(history)                     # history = every call so far, incl. the new one
+        if m.hit:
+            return m.result
+        with tree.acquire_miss(m.node, m.remaining[0]) as claim:   # usually len(m.remaining) == 1
+            if claim.leader:
+                with tree.checkout(m.node) as plan:  # pins plan.ancestor's snapshot while forking
+                    ws = fork(plan.ancestor.snapshot_handle) or reset(); replay(ws, plan.calls)
+                t0 = time.perf_counter(); res = ws.execute(sig); claim.complete(res, time.perf_counter() - t0)
+                if tree.should_snapshot(claim.node).retain: tree.attach_snapshot(claim.node, ws.snapshot())
+        return claim.result
+    """
+
+    def __init__(self, task_id: str, initial_digest: str, *, readonly: ReadonlyPredicate | None = None,
+                 pool: SnapshotPool | None = None, policy: SnapshotPolicy | None = None,
+                 miss_timeout_s: float | None = 600.0):
+        if not isinstance(task_id, str) or not isinstance(initial_digest, str):
+            raise TypeError(f"task_id and initial_digest must be str, got {type(task_id).__name__} and "
+                            f"{type(initial_digest).__name__}")
+        self.task_id = task_id
+        self.initial_digest = initial_digest
+        self.key = root_key(task_id, initial_digest)
+        self.pool = pool if pool is not None else SnapshotPool(None)
+        self.policy = policy if policy is not None else SnapshotPolicy()
+        self.miss_timeout_s = miss_timeout_s
+        self._readonly_fn = readonly or _never_readonly
+        self._ro_memo: dict[str, bool] = {}
+        self._lock = self.pool.lock
+        self._flights: dict[tuple[int, str], _Flight] = {}
+        self.root = Node(self, None, None, None, 0.0, self.key)
+        self._nodes = 1
+        self._sides = 0
+        self._max_depth = 0
+        self._lookups = self._hits = self._records = self._coalesced = 0
+
+    # -- read-only annotation ------------------------------------------------------------------------
+    def is_readonly(self, signature: str) -> bool:
+        r = self._ro_memo.get(signature)
+        if r is None:
+            r = bool(self._readonly_fn(signature))
+            if len(self._ro_memo) < 1_000_000:
+                self._ro_memo[signature] = r
+        return r
+
+    # -- lookup ----------------------------------------------------------------------------------------
+    def lookup(self, history: Sequence[str], *, count: bool = True) -> Match:
+        """Longest-prefix match of the whole ``history`` (every call so far, including the one asked about).
+
+        Args:
+            history: canonical signatures, oldest first.
+            count: update hit counters (set False for peeking, e.g. by the speculation driver).
+
+        Returns:
+            `Match`; ``match.hit`` iff every call of ``history`` is cached for this exact prefix.
+        """
+        is_ro = self.is_readonly
+        with self._lock:
+            node = self.root
+            n = len(history)
+            i = 0
+            side: SideEntry | None = None
+            while i < n:
+                sig = history[i]
+                if is_ro(sig):
+                    if i == n - 1:
+                        side = node.side.get(sig)
+                        if side is None:
+                            break
+                    i += 1
+                    continue
+                child = node.children.get(sig)
+                if child is None:
+                    break
+                node = child
+                i += 1
+            hit = n > 0 and i == n
+            result = None
+            if hit:
+                if side is not None:
+                    result = side.result
+                    if count:
+                        side.hits += 1
+                else:
+                    result = node.result
+                    if count:
+                        node.hits += 1
+            if count:
+                self._lookups += 1
+                self._hits += hit
+            return Match(node, i, hit, result, tuple(history[i:]) if i < n else ())
+
+    def child(self, node: Node, signature: str) -> tuple[Node, CachedStep] | None:
+        """One-step lookup from a known state (an incremental cursor): ``(next_state, result)`` or None."""
+        self._check_node(node)
+        with self._lock:
+            if self.is_readonly(signature):
+                s = node.side.get(signature)
+                return None if s is None else (node, s.result)
+            c = node.children.get(signature)
+            return None if c is None else (c, c.result)  # type: ignore[return-value]
+
+    # -- record ---------------------------------------------------------------------------------------
+    def record(self, parent: Node, signature: str, result: CachedStep, cost_s: float) -> Node:
+        """Record that executing ``signature`` in ``parent``'s state returned ``result`` after ``cost_s`` s.
+
+        Returns:
+            the state node after the call: a new or existing child for a stateful call, ``parent`` itself
+            for a read-only one (its result becomes ``parent.side[signature]``). Recording an already
+            recorded call keeps the first result (the env is deterministic) and returns the existing node.
+        """
+        self._check_node(parent)
+        if not isinstance(signature, str) or not signature:
+            raise TypeError(f"signature must be a non-empty str (tool name + normalised args), got {signature!r}")
+        if not isinstance(result, CachedStep):
+            raise TypeError(f"result must be a bunshin_gym.cache.CachedStep, got {type(result).__name__}; "
+                            f"wrap it: CachedStep(observation, reward, terminated, truncated, info)")
+        cost_s = float(cost_s)
+        if not (cost_s >= 0 and math.isfinite(cost_s)):
+            raise ValueError(f"cost_s must be a finite number of seconds >= 0, got {cost_s}")
+        ro = self.is_readonly(signature)
+        with self._lock:
+            self._records += 1
+            if ro:
+                if signature not in parent.side:
+                    parent.side[signature] = SideEntry(signature, result, cost_s, node_key(parent.key, "\x00side\x00" + signature))
+                    self._sides += 1
+                return parent
+            child = parent.children.get(signature)
+            if child is None:
+                child = Node(self, parent, signature, result, cost_s, node_key(parent.key, signature))
+                parent.children[signature] = child
+                self._nodes += 1
+                if child.depth > self._max_depth:
+                    self._max_depth = child.depth
+            return child
+
+    def record_path(self, calls: Sequence[tuple[str, CachedStep, float]], start: Node | None = None) -> Node:
+        """Record a sequence of ``(signature, result, cost_s)`` from ``start`` (default: root)."""
+        node = start or self.root
+        for sig, res, cost in calls:
+            node = self.record(node, sig, res, cost)
+        return node
+
+    def set_root_result(self, result: CachedStep) -> None:
+        """Cache the reset observation of the initial state (optional)."""
+        with self._lock:
+            self.root.result = result
+
+    # -- single flight ---------------------------------------------------------------------------------
+    def acquire_miss(self, parent: Node, signature: str, timeout: float | None = ...) -> MissClaim:  # type: ignore[assignment]
+        """Claim the execution of ``signature`` from ``parent``'s state; identical concurrent misses run once.
+
+        The first caller gets ``claim.leader == True`` at once and must execute, then
+        ``claim.complete(result, cost_s)`` (or ``claim.fail(exc)``; leaving a ``with`` block does that). Other
+        callers for the same ``(parent, signature)`` block until then and get a non-leader claim with
+        ``node``/``result`` set. If the call is already recorded, a non-leader claim returns immediately.
+
+        Args:
+            timeout: seconds a follower waits (default: the tree's ``miss_timeout_s``; None = forever).
+
+        Raises:
+            SingleFlightTimeout: a follower waited ``timeout`` s.
+            MissExecutionError: the leader failed (its exception is the ``__cause__``); nothing was recorded.
+        """
+        self._check_node(parent)
+        if timeout is ...:
+            timeout = self.miss_timeout_s
+        ro = self.is_readonly(signature)
+        key = (id(parent), signature)
+        with self._lock:
+            done = parent.side.get(signature) if ro else parent.children.get(signature)
+            if done is not None:
+                node = parent if ro else done
+                return MissClaim(self, parent, signature, False, None, node, done.result)
+            flight = self._flights.get(key)
+            if flight is None:
+                flight = _Flight()
+                self._flights[key] = flight
+                return MissClaim(self, parent, signature, True, flight)
+            self._coalesced += 1
+        if not flight.event.wait(timeout):
+            raise SingleFlightTimeout(signature, float(timeout))  # type: ignore[arg-type]
+        if flight.error is not None:
+            raise MissExecutionError(signature, flight.error) from flight.error
+        return MissClaim(self, parent, signature, False, None, flight.node, flight.result, waited=True)
+
+    def execute(self, parent: Node, signature: str, fn: Callable[[], tuple[CachedStep, float]],
+                timeout: float | None = ...) -> MissClaim:  # type: ignore[assignment]
+        """`acquire_miss` + run ``fn() -> (result, cost_s)`` if leader + `complete`. Returns the done claim."""
+        claim = self.acquire_miss(parent, signature, timeout)
+        if claim.leader:
+            with claim:
+                result, cost_s = fn()
+                claim.complete(result, cost_s)
+        return claim
+
+    def in_flight(self) -> int:
+        with self._lock:
+            return len(self._flights)
+
+    def _result_of(self, parent: Node, signature: str, node: Node) -> CachedStep:
+        if node is parent and signature in parent.side:
+            return parent.side[signature].result
+        return node.result  # type: ignore[return-value]
+
+    def _finish_flight(self, parent: Node, signature: str, flight: _Flight | None, node: Node | None,
+                       result: CachedStep | None, error: BaseException | None) -> None:
+        if flight is None:
+            return
+        with self._lock:
+            flight.node, flight.result, flight.error = node, result, error
+            if self._flights.get((id(parent), signature)) is flight:
+                del self._flights[(id(parent), signature)]
+        flight.event.set()
+
+    # -- snapshots -------------------------------------------------------------------------------------
+    def replay_cost_s(self, node: Node) -> float:
+        """Seconds of calls to replay to materialise ``node`` from its nearest retained snapshot (or reset)."""
+        self._check_node(node)
+        with self._lock:
+            total = 0.0
+            n: Node | None = node
+            while n is not None and n.snapshot is None:
+                total += n.cost_s
+                n = n.parent
+            return total
+
+    def nearest_snapshot(self, node: Node, *, touch: bool = True) -> SnapshotPlan:
+        """Nearest node at or above ``node`` with a resident snapshot, and the calls to replay from it.
+
+        Returns:
+            `SnapshotPlan` ``(ancestor, calls)``; ``calls`` are the stateful signatures from ``ancestor``
+            (exclusive) to ``node`` (inclusive). If no snapshot is resident, ``ancestor`` is the root and its
+            ``snapshot`` is ``None`` (start from a reset). The handle is not pinned: use `checkout` when
+            forking so eviction cannot release it mid-fork.
+        """
+        self._check_node(node)
+        with self._lock:
+            calls: list[str] = []
+            n = node
+            while n.snapshot is None and n.parent is not None:
+                calls.append(n.signature)  # type: ignore[arg-type]
+                n = n.parent
+            if touch and n.snapshot is not None:
+                self.pool.touch(n.snapshot)
+            calls.reverse()
+            return SnapshotPlan(n, tuple(calls))
+
+    def plan(self, node: Node, *, memory_restore_s: float | None = None, disk_restore_s: float | None = None,
+             reset_s: float | None = None) -> MaterializePlan:
+        """Cheapest of: fork a resident snapshot, restore an on-disk one (``node.on_disk``), or reset, each
+        followed by replaying the recorded calls down to ``node``. Replaying a few cheap calls from a resident
+        ancestor often beats reading a deeper snapshot from disk; this compares the estimates.
+
+        Args:
+            memory_restore_s: cost of forking a resident snapshot (default: the policy's ``restore_s``).
+            disk_restore_s: cost of restoring an on-disk delta (``None``: never use disk).
+            reset_s: cost of a fresh reset of the initial state (default: ``memory_restore_s``).
+        """
+        self._check_node(node)
+        mem_s = self.policy.config.restore_s if memory_restore_s is None else memory_restore_s
+        reset = mem_s if reset_s is None else reset_s
+        with self._lock:
+            best: tuple[float, str, Node] | None = None
+
+            def consider(cost: float, source: str, at: Node) -> None:
+                nonlocal best
+                if best is None or cost < best[0]:
+                    best = (cost, source, at)
+
+            replay = 0.0
+            n: Node = node
+            while True:
+                if n.snapshot is not None:
+                    consider(mem_s + replay, "memory", n)
+                if disk_restore_s is not None and n.on_disk:
+                    consider(disk_restore_s + replay, "disk", n)
+                if n.parent is None:
+                    consider(reset + replay, "reset", n)
+                    break
+                replay += n.cost_s
+                n = n.parent
+                if best is not None and replay >= best[0]:
+                    break  # any higher ancestor (or a reset) costs at least this much in replay alone
+            assert best is not None
+            est, source, anc = best
+            if source == "memory" and anc.snapshot is not None:
+                self.pool.touch(anc.snapshot)
+            calls: list[str] = []
+            m = node
+            while m is not anc:
+                calls.append(m.signature)  # type: ignore[arg-type]
+                m = m.parent  # type: ignore[assignment]
+            calls.reverse()
+            return MaterializePlan(source, anc, tuple(calls), est)
+
+    @contextmanager
+    def checkout(self, node: Node) -> Iterator[SnapshotPlan]:
+        """`nearest_snapshot` with the ancestor's snapshot pinned (not evictable) for the ``with`` body."""
+        with self._lock:
+            plan = self.nearest_snapshot(node)
+            entry = plan.ancestor.snapshot
+            if entry is not None:
+                self.pool.pin(entry)
+        try:
+            yield plan
+        finally:
+            if entry is not None:
+                release_all(self.pool.unpin(entry))
+
+    @contextmanager
+    def pinned(self, node: Node) -> Iterator[SnapshotHandle | None]:
+        """Pin ``node``'s resident snapshot for the ``with`` body (e.g. the ancestor of a `plan`); yields its
+        handle, or ``None`` if it has none (then there is nothing to fork from: re-plan)."""
+        self._check_node(node)
+        with self._lock:
+            entry = node.snapshot
+            if entry is not None:
+                self.pool.pin(entry)
+        try:
+            yield None if entry is None else entry.handle
+        finally:
+            if entry is not None:
+                release_all(self.pool.unpin(entry))
+
+    def should_snapshot(self, node: Node) -> SnapshotDecision:
+        """Ask the `SnapshotPolicy` whether to snapshot ``node``'s state now (the caller has it live)."""
+        self._check_node(node)
+        with self._lock:
+            if node.snapshot is not None:
+                return SnapshotDecision(False, 0.0, 0.0, 0.0, 0.0, "already retained")
+            replay = self.replay_cost_s(node)
+            hits = node.hits
+        return self.policy.decide(replay, hits)
+
+    def attach_snapshot(self, node: Node, handle: SnapshotHandle, snapshot_s: float = 0.0) -> bool:
+        """Retain ``handle`` as ``node``'s snapshot; the cache now owns it (see `snapshots` module doc).
+
+        Returns:
+            whether it is resident; if False it was already released (it did not fit the budget).
+        """
+        self._check_node(node)
+        if not isinstance(handle, SnapshotHandle):
+            raise TypeError(f"handle must have size_bytes and release() (SnapshotHandle), got {type(handle).__name__}")
+        with self._lock:
+            retained, released = self.pool.attach(node, handle, snapshot_s)
+        if retained:
+            self.policy.observe_size(int(handle.size_bytes))
+        release_all(released)
+        return retained
+
+    def drop_snapshot(self, node: Node, *, cascade: bool = True) -> None:
+        """Release ``node``'s snapshot (and, with ``cascade``, every snapshot depending on it)."""
+        self._check_node(node)
+        release_all(self.pool.drop(node, cascade=cascade))
+
+    # -- introspection ---------------------------------------------------------------------------------
+    def iter_nodes(self) -> Iterator[Node]:
+        """Every node, parents before children (breadth-first). Snapshot of the structure under the lock."""
+        with self._lock:
+            out = [self.root]
+            i = 0
+            while i < len(out):
+                out.extend(out[i].children.values())
+                i += 1
+        return iter(out)
+
+    def __len__(self) -> int:
+        return self._nodes
+
+    def stats(self) -> TreeStats:
+        with self._lock:
+            snaps = sum(1 for e in self.pool.entries() if e.node.tree is self)
+            return TreeStats(self._nodes, self._sides, self._max_depth, snaps, self._lookups, self._hits,
+                             self._records, self._coalesced)
+
+    def _check_node(self, node: Node) -> None:
+        if not isinstance(node, Node):
+            raise TypeError(f"expected a Node of this PrefixTree, got {type(node).__name__}")
+        if node.tree is not self:
+            raise ForeignNodeError(
+                f"node {node!r} belongs to the tree of task {node.tree.task_id!r}, not {self.task_id!r}: "
+                f"look the history up in the tree of the env's own (task_id, initial_digest).")
+
+    def __repr__(self) -> str:
+        return f"PrefixTree(task_id={self.task_id!r}, nodes={self._nodes}, side={self._sides})"

@@ -1,0 +1,313 @@
+"""Prefix tree: longest-prefix semantics, read-only annotation, single flight, checkout/plan."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from bunshin_gym.cache import (
+    ForeignNodeError,
+    MissExecutionError,
+    PrefixCache,
+    PrefixTree,
+    SingleFlightTimeout,
+    CachedStep,
+)
+
+
+def R(x, reward=0.0):
+    return CachedStep(observation=x, reward=reward, info={"k": x})
+
+
+def readonly(sig: str) -> bool:
+    return sig.startswith("read(")
+
+
+def make_tree() -> PrefixTree:
+    t = PrefixTree("task", "init-digest", readonly=readonly)
+    a = t.record(t.root, "a", R("A"), 1.0)
+    b = t.record(a, "b", R("AB"), 2.0)
+    t.record(b, "c", R("ABC"), 3.0)
+    t.record(t.root, "b", R("B"), 1.5)
+    return t
+
+
+def test_full_prefix_match_is_a_hit_returning_recorded_result():
+    t = make_tree()
+    m = t.lookup(["a", "b", "c"])
+    assert m.hit and m.depth == 3 and m.remaining == ()
+    assert m.result.observation == "ABC"
+    assert m.node.path() == ("a", "b", "c")
+
+
+def test_same_call_after_a_different_earlier_call_is_a_miss():
+    t = make_tree()
+    # "c" was recorded after a,b; after b alone it is a different state.
+    m = t.lookup(["b", "c"])
+    assert not m.hit and m.result is None
+    assert m.depth == 1 and m.node.path() == ("b",) and m.remaining == ("c",)
+    # a different first call makes everything after it a miss, even if later calls match
+    m = t.lookup(["x", "b", "c"])
+    assert not m.hit and m.depth == 0 and m.node is t.root and m.remaining == ("x", "b", "c")
+
+
+def test_longest_prefix_reports_deepest_matched_state():
+    t = make_tree()
+    m = t.lookup(["a", "b", "zz", "c"])
+    assert not m.hit and m.depth == 2 and m.node.path() == ("a", "b") and m.remaining == ("zz", "c")
+
+
+def test_empty_history_is_not_a_hit():
+    t = make_tree()
+    m = t.lookup([])
+    assert not m.hit and m.node is t.root and m.depth == 0
+
+
+def test_record_is_idempotent_and_keeps_first_result():
+    t = make_tree()
+    a = t.lookup(["a"]).node
+    again = t.record(t.root, "a", R("other"), 9.0)
+    assert again is a and a.result.observation == "A" and len(t) == 5
+
+
+def test_readonly_call_is_cached_as_side_entry_and_does_not_advance_state():
+    t = make_tree()
+    a = t.lookup(["a"]).node
+    n = t.record(a, "read(f)", R("contents-before"), 0.1)
+    assert n is a and "read(f)" in a.side and "read(f)" not in a.children
+    # last call read-only -> hit at the state of the stateful prefix
+    m = t.lookup(["a", "read(f)"])
+    assert m.hit and m.result.observation == "contents-before" and m.node is a
+    # read-only calls before the last are skipped: the state after a, read(f), b is the state after a, b
+    m = t.lookup(["a", "read(f)", "b", "read(g)", "c"])
+    assert m.hit and m.result.observation == "ABC"
+
+
+def test_readonly_result_after_a_mutation_is_not_the_stale_one():
+    """TVCache's cat/patch/cat example: the second read happens in another state."""
+    t = make_tree()
+    a = t.lookup(["a"]).node
+    t.record(a, "read(f)", R("before-patch"), 0.1)
+    m = t.lookup(["a", "read(f)", "b", "read(f)"])
+    assert not m.hit and m.node.path() == ("a", "b") and m.remaining == ("read(f)",)
+    ab = m.node
+    t.record(ab, "read(f)", R("after-patch"), 0.1)
+    assert t.lookup(["a", "read(f)", "b", "read(f)"]).result.observation == "after-patch"
+    assert t.lookup(["a", "read(f)"]).result.observation == "before-patch"
+
+
+def test_readonly_calls_in_history_share_states_across_rollouts():
+    t = make_tree()
+    m1 = t.lookup(["read(x)", "read(y)", "a", "b"])
+    assert m1.hit and m1.result.observation == "AB"
+
+
+def test_foreign_node_is_rejected_with_a_clear_error():
+    t1, t2 = make_tree(), PrefixTree("other", "d")
+    with pytest.raises(ForeignNodeError, match="tree of task 'task'"):
+        t2.record(t1.root, "a", R(1), 0.0)
+
+
+def test_record_validates_inputs():
+    t = make_tree()
+    with pytest.raises(TypeError, match="CachedStep"):
+        t.record(t.root, "q", {"obs": 1}, 0.0)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="cost_s"):
+        t.record(t.root, "q", R(1), -1.0)
+    with pytest.raises(TypeError, match="signature"):
+        t.record(t.root, "", R(1), 0.0)
+
+
+def test_step_result_info_is_read_only_and_picklable():
+    import pickle
+    r = R("x")
+    with pytest.raises(TypeError):
+        r.info["new"] = 1  # type: ignore[index]
+    assert pickle.loads(pickle.dumps(r)) == r
+
+
+def test_trees_are_per_task_and_initial_digest():
+    cache = PrefixCache()
+    t1 = cache.tree("t", "d1")
+    assert cache.tree("t", "d1") is t1
+    assert cache.tree("t", "d2") is not t1 and cache.tree("u", "d1") is not t1
+    t1.record(t1.root, "a", R(1), 0.0)
+    assert not cache.tree("t", "d2").lookup(["a"]).hit
+
+
+# -- single flight ---------------------------------------------------------------------------------------
+
+
+def test_identical_concurrent_misses_execute_once_and_all_get_the_result():
+    t = PrefixTree("task", "d")
+    calls = []
+    gate = threading.Event()
+
+    def run():
+        calls.append(1)
+        gate.wait(5)
+        return R("done"), 0.5
+
+    results, errors = [], []
+
+    def worker():
+        try:
+            claim = t.execute(t.root, "slow()", run, timeout=10)
+            results.append((claim.leader, claim.result.observation, claim.node))
+        except Exception as e:  # pragma: no cover
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for th in threads:
+        th.start()
+    deadline = time.monotonic() + 5
+    while t.stats().coalesced < 7 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    gate.set()
+    for th in threads:
+        th.join(10)
+    assert not errors and len(calls) == 1
+    assert sum(1 for leader, _, _ in results if leader) == 1
+    assert {obs for _, obs, _ in results} == {"done"} and len({id(n) for *_, n in results}) == 1
+    assert t.in_flight() == 0 and t.lookup(["slow()"]).hit
+
+
+def test_leader_failure_propagates_to_waiters_and_records_nothing():
+    t = PrefixTree("task", "d")
+    started = threading.Event()
+    release = threading.Event()
+    out = {}
+
+    def leader():
+        claim = t.acquire_miss(t.root, "boom()")
+        assert claim.leader
+        started.set()
+        try:
+            with claim:
+                release.wait(5)
+                raise RuntimeError("executor crashed")
+        except RuntimeError:
+            out["leader"] = "raised"
+
+    def follower():
+        started.wait(5)
+        try:
+            t.acquire_miss(t.root, "boom()", timeout=10)
+        except MissExecutionError as e:
+            out["follower"] = e
+
+    th1, th2 = threading.Thread(target=leader), threading.Thread(target=follower)
+    th1.start(); th2.start()
+    deadline = time.monotonic() + 5
+    while t.stats().coalesced < 1 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    release.set()
+    th1.join(10); th2.join(10)
+    err = out["follower"]
+    assert isinstance(err.__cause__, RuntimeError) and "executor crashed" in str(err)
+    assert out["leader"] == "raised"
+    assert not t.lookup(["boom()"]).hit and t.in_flight() == 0
+    # a retry becomes the new leader
+    claim = t.acquire_miss(t.root, "boom()")
+    assert claim.leader
+    claim.complete(R("ok"), 0.1)
+    assert t.lookup(["boom()"]).result.observation == "ok"
+
+
+def test_follower_times_out_while_leader_is_stuck():
+    t = PrefixTree("task", "d")
+    claim = t.acquire_miss(t.root, "stuck()")
+    with pytest.raises(SingleFlightTimeout, match="stuck"):
+        t.acquire_miss(t.root, "stuck()", timeout=0.05)
+    claim.fail(RuntimeError("gave up"))
+    assert t.in_flight() == 0
+
+
+def test_already_recorded_call_returns_non_leader_claim_immediately():
+    t = make_tree()
+    claim = t.acquire_miss(t.root, "a")
+    assert not claim.leader and claim.result.observation == "A" and not claim.waited
+
+
+def test_single_flight_for_readonly_call_records_side_entry():
+    t = PrefixTree("task", "d", readonly=readonly)
+    claim = t.execute(t.root, "read(x)", lambda: (R("rx"), 0.2))
+    assert claim.leader and claim.node is t.root and claim.result.observation == "rx"
+    assert t.lookup(["read(x)"]).hit
+
+
+# -- plans -----------------------------------------------------------------------------------------------
+
+
+class Handle:
+    def __init__(self, size: int, name: str = ""):
+        self.size_bytes = size
+        self.name = name
+        self.released = 0
+
+    def release(self) -> None:
+        self.released += 1
+
+
+def test_nearest_snapshot_returns_ancestor_and_calls_to_replay():
+    t = make_tree()
+    abc = t.lookup(["a", "b", "c"]).node
+    plan = t.nearest_snapshot(abc)
+    assert plan.ancestor is t.root and plan.ancestor.snapshot is None and plan.calls == ("a", "b", "c")
+    a = t.lookup(["a"]).node
+    assert t.attach_snapshot(a, Handle(10))
+    anc, calls = t.nearest_snapshot(abc)
+    assert anc is a and calls == ("b", "c")
+    assert t.replay_cost_s(abc) == pytest.approx(5.0)
+    assert t.nearest_snapshot(a) == (a, ())
+
+
+def test_selective_snapshot_policy_prefers_expensive_prefixes():
+    from bunshin_gym.cache import SnapshotPolicy, SnapshotPolicyConfig
+    pol = SnapshotPolicy(SnapshotPolicyConfig(snapshot_s=0.5, restore_s=0.5, bytes_cost_s_per_gib=0.0,
+                                              prior_visits=1.0, reuse_factor=1.0))
+    t = PrefixTree("task", "d", policy=pol)
+    cheap = t.record(t.root, "ls()", R(1), 0.05)
+    assert not t.should_snapshot(cheap).retain  # 0.05 s of replay never pays for a 0.5 s snapshot
+    costly = t.record(cheap, "build()", R(2), 30.0)
+    d = t.should_snapshot(costly)
+    assert d.retain and d.replay_s == pytest.approx(30.05 - 0.5)
+    # accumulated cost of cheap calls since the last snapshot also counts
+    n = t.root
+    for i in range(20):
+        n = t.record(n, f"step({i})", R(i), 0.1)
+    assert t.should_snapshot(n).retain
+    assert not t.should_snapshot(t.lookup(["step(0)"], count=False).node).retain
+    t.attach_snapshot(n, Handle(1))
+    assert not t.should_snapshot(n).retain  # already retained
+
+
+def test_policy_weighs_memory_and_visits():
+    from bunshin_gym.cache import SnapshotPolicy, SnapshotPolicyConfig
+    cfg = SnapshotPolicyConfig(snapshot_s=0.0, restore_s=0.0, bytes_cost_s_per_gib=10.0,
+                               est_snapshot_bytes=1 << 30, prior_visits=1.0, reuse_factor=1.0)
+    pol = SnapshotPolicy(cfg)
+    assert not pol.decide(replay_s=5.0, hits=0).retain  # 5 s saved once < 10 s for a GiB
+    assert pol.decide(replay_s=5.0, hits=2).retain      # 3 expected visits * 5 s > 10 s
+
+
+def test_plan_prefers_replaying_cheap_calls_over_a_slow_disk_restore():
+    t = PrefixTree("task", "d")
+    a = t.record(t.root, "a", R("A"), 10.0)
+    b = t.record(a, "b", R("B"), 0.2)
+    c = t.record(b, "c", R("C"), 0.3)
+    t.attach_snapshot(a, Handle(1))
+    c.on_disk = True
+    p = t.plan(c, memory_restore_s=0.5, disk_restore_s=5.0)
+    assert (p.source, p.ancestor, p.calls) == ("memory", a, ("b", "c")) and p.est_s == pytest.approx(1.0)
+    p = t.plan(c, memory_restore_s=0.5, disk_restore_s=0.1)
+    assert (p.source, p.ancestor, p.calls) == ("disk", c, ())
+    p = t.plan(c, memory_restore_s=0.5)  # disk not offered
+    assert p.source == "memory"
+    t.drop_snapshot(a)
+    p = t.plan(c, reset_s=1.0)
+    assert (p.source, p.ancestor, p.calls, p.est_s) == ("reset", t.root, ("a", "b", "c"), pytest.approx(11.5))
+    with t.pinned(t.root) as h:
+        assert h is None
