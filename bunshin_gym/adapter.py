@@ -106,6 +106,10 @@ class EnvAdapter(abc.ABC):
         """Actions that make sense in this observation (for discrete-action wrappers and random policies)."""
         return []
 
+    def oracle_actions(self, task: Task) -> list:
+        """The recorded action trajectory that solves `task` (for `--policy oracle` and tests)."""
+        raise NotImplementedError(f"env {self.name!r} ships no oracle trajectories")
+
     def action_grammar(self) -> str | None:
         """A GBNF grammar of the action syntax, for constrained decoding, if the env has one."""
         return None

@@ -56,6 +56,61 @@ def doctor(as_json: bool = typer.Option(False, "--json", help="print JSON instea
         typer.echo(line)
 
 
+def _make_env(env: str, **kwargs):
+    import gymnasium as gym
+
+    import bunshin_gym  # noqa: F401 - registers the envs
+
+    return gym.make(resolve_env(env), **kwargs)
+
+
+@tasks_app.command("list")
+def tasks_list(env: str = typer.Option(..., help="webarena, osworld or an env id")) -> None:
+    """List the tasks of an env: id and goal."""
+    import gymnasium as gym
+
+    import bunshin_gym  # noqa: F401
+
+    spec = gym.spec(resolve_env(env))
+    adapter = gym.envs.registration.load_env_creator(spec.entry_point).adapter_class()
+    for tid in adapter.task_ids():
+        typer.echo(f"{tid}\t{adapter.load_task(tid).goal}")
+
+
+@app.command()
+def run(env: str = typer.Option(..., help="webarena, osworld or an env id"),
+        task: str = typer.Option(..., help="task id (see `bunshin tasks list`)"),
+        policy: str = typer.Option("oracle", help="oracle | random"),
+        seed: int = typer.Option(0, help="seed for the random policy"),
+        max_steps: int = typer.Option(30, help="steps before truncation")) -> None:
+    """Run one episode of a task with a policy; prints each step and the reward."""
+    import random
+
+    e = _make_env(env, task_id=task, max_steps=max_steps, diagnostics=True)
+    try:
+        obs, info = e.reset(seed=seed)
+        adapter = e.unwrapped.adapter
+        if policy == "oracle":
+            actions = iter(adapter.oracle_actions(e.unwrapped.task))
+        elif policy != "random":
+            raise typer.BadParameter(f"policy {policy!r}: use oracle or random")
+        rng, reward, done = random.Random(seed), 0.0, False
+        while not done:
+            if policy == "oracle":
+                action = next(actions, None)
+                if action is None:
+                    break
+            else:
+                action = rng.choice(adapter.candidate_actions(obs) or ["noop()"])
+            obs, reward, term, trunc, info = e.step(action)
+            done = term or trunc
+            err = f"  error: {info['last_action_error']}" if info["last_action_error"] else ""
+            typer.echo(f"step {info['elapsed_steps']:>2}: {str(action)[:90]}{err}")
+        typer.echo(f"reward: {reward}")
+    finally:
+        e.close()
+
+
 @app.command()
 def gc() -> None:
     """Remove state left by workspaces whose processes are gone (after a crash or kill -9)."""

@@ -42,7 +42,7 @@ from forkcore import ServiceSpec, WorkspaceSpec
 from .actions import is_read_only, parse_action
 from .errors import ActionParseError, TaskConfigError
 from .handlers import DEFAULT_PORT, site_service_argv
-from .tasks import load_task, task_from_dict, task_ids
+from .tasks import load_oracle, load_task, task_from_dict, task_ids
 
 DB_PATH = "/srv/webarena/shop.db"
 SITE_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
@@ -142,6 +142,9 @@ class WebArenaAdapter(EnvAdapter):
                 out.append(f"type [{m.group(1)}] [shoes] [1]" if m.group(2) in ("textbox", "searchbox")
                            else f"click [{m.group(1)}]")
         return out + ["scroll [down]", "go_back"]
+
+    def oracle_actions(self, task: Task) -> list[str]:
+        return load_oracle(int(task.id))
 
     def action_grammar(self) -> str:
         return ('root ::= click | type | scroll | goback | stop\n'
