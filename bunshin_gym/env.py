@@ -7,17 +7,37 @@ Env-specific knowledge comes only through an `EnvAdapter`.
 """
 from __future__ import annotations
 
+import atexit
 import copy
+import os
 import time
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
-from forkcore import ExecutorError, Workspace
+from forkcore import ExecutorError, Snapshot, Workspace
 
 from .adapter import ActionError, EnvAdapter, StepResult, Task
+from .cache import CacheConfig, CachedStep, PrefixCache, PrefixTree
 from .snapshots import REGISTRY
+
+
+class _TreeSnapshot:
+    """A forkcore Snapshot as the prefix tree's SnapshotHandle (the tree calls release() when evicting)."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
+        self.size_bytes = snapshot.size_bytes()
+
+    def release(self) -> None:
+        self.snapshot.release()
+
+
+#: One prefix cache per process: every env of a task (and every fork of it) shares the task's tree.
+PREFIX_CACHE = PrefixCache(CacheConfig(snapshot_budget_bytes=int(os.environ.get("BUNSHIN_SNAPSHOT_BUDGET_MB", "8192")) << 20))
+atexit.register(PREFIX_CACHE.close)
+_TRUNCATION_REWARDS: dict[tuple[int, str], float] = {}  # (tree id, node key) -> evaluation of "" there
 
 
 class BunshinEnv(gym.Env):
@@ -28,8 +48,16 @@ class BunshinEnv(gym.Env):
         task_config: a task as a dict or a path to its JSON file.
         max_steps: steps before the episode is truncated (and evaluated with an empty answer).
         backend: forkcore memory backend for clones ("auto", "memfile", "ksm", "private").
-        diagnostics: put run-dependent details (timings, backend, cache) into `info["bunshin"]`; off by
-            default so identical runs give identical `info` (Gymnasium's determinism checks).
+        cache: consult the task's tool-prefix tree before executing (see below).
+        diagnostics: put run-dependent details (cache hit/miss, replayed calls, backend, timings) into
+            `info["bunshin"]`; off by default so identical runs give identical `info`.
+
+    Prefix cache (BunshinRL §3.2, TVCache): a step's key is the canonical signature of every action of the
+    episode so far. If that whole prefix was executed before (by any env of this task in this process), the
+    recorded (observation, reward, terminated) is returned and nothing runs; the workspace is brought to
+    that state only when a later step misses (fork of the nearest retained snapshot + replay of the calls
+    in between). Correct because envs are deterministic functions of (task, initial state, action prefix):
+    fixed clock, seeded data, one workspace per episode.
 
     Episode end:
         terminated=True when the agent stops (reward = the task's evaluation of its answer/end state);
@@ -37,18 +65,19 @@ class BunshinEnv(gym.Env):
         A malformed action counts as a step, sets `last_action_error` and changes nothing.
     """
 
-    metadata = {"render_modes": ["rgb_array"]}
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 1}
     adapter_class: type[EnvAdapter]
 
     def __init__(self, task_id: str | None = None, task_config: dict | str | None = None, max_steps: int = 30,
-                 backend: str = "auto", diagnostics: bool = False, render_mode: str | None = None,
-                 **adapter_kwargs: Any) -> None:
+                 backend: str = "auto", cache: bool = True, diagnostics: bool = False,
+                 render_mode: str | None = None, **adapter_kwargs: Any) -> None:
         if not isinstance(max_steps, int) or max_steps < 1:
             raise ValueError(f"max_steps={max_steps!r}: expected an int >= 1")
         if render_mode not in (None, "rgb_array"):
             raise ValueError(f"render_mode={render_mode!r}: only 'rgb_array' is supported")
         self.adapter = self.adapter_class(**adapter_kwargs)
-        self.max_steps, self.backend, self.diagnostics, self.render_mode = max_steps, backend, diagnostics, render_mode
+        self.max_steps, self.backend, self.use_cache = max_steps, backend, bool(cache)
+        self.diagnostics, self.render_mode = diagnostics, render_mode
         self._default_task = self.adapter.load_task(task_id, task_config) if (task_id or task_config) else None
         self.observation_space = self.adapter.observation_space()
         self.action_space = self.adapter.action_space()
@@ -58,6 +87,10 @@ class BunshinEnv(gym.Env):
         self.history: list[str] = []
         self._last_obs: dict | None = None
         self._done = False
+        self._task_snapshot = None
+        self._tree: PrefixTree | None = None
+        self._node = None  # the episode's position in the tree
+        self._ws_node = None  # the tree node whose state the live workspace holds
 
     # ---- Gymnasium API -------------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None):
@@ -72,81 +105,172 @@ class BunshinEnv(gym.Env):
             task = self.adapter.load_task(ids[int(self.np_random.integers(len(ids)))])
         t0 = time.monotonic()
         ts = REGISTRY.task(self.adapter, task, self.backend)
-        if self.workspace is not None:
-            self.workspace.destroy()
-        self.workspace = ts.snapshot.fork(1, backend=self.backend)[0]
+        self._drop_workspace()
         result = self.adapter.decode(ts.initial_raw, task)
-        self.task, self.elapsed_steps, self.history, self._done = task, 0, [], False
+        self.task, self._task_snapshot = task, ts
+        self.elapsed_steps, self.history, self._done = 0, [], False
         self._last_obs = result.observation
+        if self.use_cache:
+            self._tree = PREFIX_CACHE.tree(task.id, ts.initial_digest, readonly=self._readonly)
+            if self._tree.root.result is None:
+                self._tree.set_root_result(CachedStep(result.observation, info={"last_action_error": ""}))
+            self._node = self._tree.root  # the workspace is forked lazily, at the first miss
+        else:
+            self.workspace = ts.snapshot.fork(1, backend=self.backend)[0]
         info = self._info(result.last_action_error, {"reset_s": time.monotonic() - t0})
         return copy.deepcopy(result.observation), info
 
     def step(self, action: Any):
-        if self.workspace is None or self.task is None:
+        if self.task is None:
             raise gym.error.ResetNeeded("call reset() before step()")
         if self._done:
             raise gym.error.ResetNeeded("the episode has ended; call reset()")
         t0 = time.monotonic()
         self.elapsed_steps += 1
+        diag: dict[str, Any] = {}
         try:
             signature = self.adapter.canonical_action(action)
         except ActionError as e:
-            result = StepResult(self._with_error(str(e)), str(e), False, None)
+            obs, err, reward, terminated = self._with_error(str(e)), str(e), 0.0, False
+            diag["cache"] = "malformed"
         else:
             self.history.append(signature)
-            method, params = self.adapter.step_call(action)
-            try:
-                result = self.adapter.decode(self.workspace.call(method, **params), self.task)
-            except ExecutorError as e:  # an impossible action the env did not catch itself
-                msg = f"{e.remote_type}: {e}"
-                result = StepResult(self._with_error(msg), msg, False, None)
-        self._last_obs = result.observation
-        reward, terminated, truncated = 0.0, False, False
-        if result.done:
-            reward, terminated = self._evaluate(result.answer), True
-        elif self.elapsed_steps >= self.max_steps:
-            reward, truncated = self._evaluate(""), True
+            if self.use_cache:
+                step = self._cached_step(signature, diag)
+            else:
+                self._ensure_workspace()
+                step = self._execute(signature)
+            obs, err = step.observation, step.info.get("last_action_error", "")
+            reward, terminated = step.reward, step.terminated
+        self._last_obs = obs
+        truncated = False
+        if not terminated and self.elapsed_steps >= self.max_steps:
+            reward, truncated = self._truncation_reward(diag), True
         self._done = terminated or truncated
-        info = self._info(result.last_action_error, {"step_s": time.monotonic() - t0})
-        return copy.deepcopy(result.observation), reward, terminated, truncated, info
+        info = self._info(err, {**diag, "step_s": time.monotonic() - t0})
+        return copy.deepcopy(obs), reward, terminated, truncated, info
 
     def render(self):
         if self._last_obs is None:
             return None
-        for key in ("screenshot",):
-            if key in self._last_obs:
-                return self._last_obs[key]
-        return None
+        return self._last_obs.get("screenshot")
 
     def close(self) -> None:
+        self._drop_workspace()
+
+    # ---- execution, cache and materialisation ---------------------------------------------------------
+    def _readonly(self, signature: str) -> bool:
+        try:
+            return self.adapter.is_read_only(signature)
+        except Exception:  # noqa: BLE001 - an unparsable signature is never read-only
+            return False
+
+    def _execute(self, signature: str) -> CachedStep:
+        """Run one action in the live workspace (and evaluate it if it ends the episode)."""
+        method, params = self.adapter.step_call(signature)
+        try:
+            result = self.adapter.decode(self.workspace.call(method, **params), self.task)
+        except ExecutorError as e:  # an impossible action the env did not catch itself
+            msg = f"{e.remote_type}: {e}"
+            result = StepResult(self._with_error(msg), msg, False, None)
+        reward = self._evaluate(result.answer) if result.done else 0.0
+        return CachedStep(result.observation, reward, result.done, False, {"last_action_error": result.last_action_error})
+
+    def _cached_step(self, signature: str, diag: dict) -> CachedStep:
+        tree = self._tree
+        match = tree.lookup(self.history)
+        if match.hit:
+            self._node = match.node
+            diag["cache"] = "hit"
+            return match.result
+        node = match.node
+        step = None
+        for sig in match.remaining:  # normally one call: this step
+            with tree.acquire_miss(node, sig) as claim:
+                if claim.leader:
+                    diag["replayed_calls"] = self._materialise(node)
+                    t0 = time.monotonic()
+                    step = self._execute(sig)
+                    node = claim.complete(step, time.monotonic() - t0)
+                    self._ws_node = node
+                    diag["cache"] = "miss"
+                    self._maybe_snapshot(node, step, diag)
+                else:
+                    node, step = claim.node, claim.result
+                    diag["cache"] = "waited"
+        self._node = node
+        return step
+
+    def _materialise(self, node) -> int:
+        """Bring the live workspace to `node`'s state; returns how many calls were replayed."""
+        if self.workspace is not None and self._ws_node is node:
+            return 0
+        self._drop_workspace()
+        with self._tree.checkout(node) as plan:
+            handle = plan.ancestor.snapshot_handle
+            source = handle.snapshot if handle is not None else self._task_snapshot.snapshot
+            self.workspace = source.fork(1, backend=self.backend)[0]
+        for sig in plan.calls:
+            method, params = self.adapter.step_call(sig)
+            self.workspace.call(method, **params)
+        self._ws_node = node
+        return len(plan.calls)
+
+    def _maybe_snapshot(self, node, step: CachedStep, diag: dict) -> None:
+        if step.terminated or not self._tree.should_snapshot(node).retain:
+            return
+        t0 = time.monotonic()
+        snap = self.workspace.snapshot()
+        retained = self._tree.attach_snapshot(node, _TreeSnapshot(snap), time.monotonic() - t0)
+        diag["snapshot_retained"] = retained
+
+    def _ensure_workspace(self) -> None:
+        if self.workspace is None:
+            if self.use_cache:
+                self._materialise(self._node)
+            else:
+                raise gym.error.ResetNeeded("no workspace: call reset()")
+
+    def _truncation_reward(self, diag: dict) -> float:
+        key = (id(self._tree), self._node.key) if self.use_cache else None
+        if key is not None and key in _TRUNCATION_REWARDS:
+            return _TRUNCATION_REWARDS[key]
+        self._ensure_workspace()
+        reward = self._evaluate("")
+        if key is not None:
+            _TRUNCATION_REWARDS[key] = reward
+        return reward
+
+    def _drop_workspace(self) -> None:
         if self.workspace is not None:
             self.workspace.destroy()
-            self.workspace = None
+        self.workspace, self._ws_node = None, None
 
     # ---- fork ---------------------------------------------------------------------------------------
     def fork(self, n: int = 1) -> list[gym.Env]:
-        """n new envs in this episode's exact state (workspace, step count, history); this env goes on unchanged.
-
-        Each is wrapped the way `gym.make` wrapped this one (when it was made by gym.make).
-        """
+        """n new envs in this episode's exact state (live workspace, tree position, step count, history);
+        this env goes on unchanged. Each is wrapped the way `gym.make` wrapped this one."""
         if not isinstance(n, int) or n < 1:
             raise ValueError(f"fork(n={n!r}): n must be an int >= 1")
-        if self.workspace is None:
+        if self.task is None:
             raise gym.error.ResetNeeded("call reset() before fork()")
+        self._ensure_workspace()
         clones = self.workspace.fork(n, backend=self.backend)
         out = []
         for ws in clones:
             env = gym.make(self.spec) if self.spec is not None else type(self)(**self._ctor_kwargs())
             base: BunshinEnv = env.unwrapped
-            base.task, base.workspace, base.elapsed_steps = self.task, ws, self.elapsed_steps
-            base.history, base._last_obs, base._done = list(self.history), copy.deepcopy(self._last_obs), self._done
+            base.task, base._task_snapshot, base.workspace = self.task, self._task_snapshot, ws
+            base.elapsed_steps, base.history, base._done = self.elapsed_steps, list(self.history), self._done
+            base._last_obs = copy.deepcopy(self._last_obs)
+            base._tree, base._node, base._ws_node = self._tree, self._node, self._node
             _mark_reset(env)
             out.append(env)
         return out
 
     def _ctor_kwargs(self) -> dict:
-        return {"max_steps": self.max_steps, "backend": self.backend, "diagnostics": self.diagnostics,
-                "render_mode": self.render_mode}
+        return {"max_steps": self.max_steps, "backend": self.backend, "cache": self.use_cache,
+                "diagnostics": self.diagnostics, "render_mode": self.render_mode}
 
     # ---- helpers ------------------------------------------------------------------------------------
     def _evaluate(self, answer: str | None) -> float:
@@ -159,11 +283,11 @@ class BunshinEnv(gym.Env):
             obs["last_action_error"] = message
         return obs
 
-    def _info(self, error: str, timings: dict) -> dict:
+    def _info(self, error: str, diag: dict) -> dict:
         info: dict[str, Any] = {"last_action_error": error, "task_id": self.task.id if self.task else None,
                                 "elapsed_steps": self.elapsed_steps}
         if self.diagnostics:
-            info["bunshin"] = {"backend": self.workspace.backend if self.workspace else None, **timings}
+            info["bunshin"] = {"backend": self.workspace.backend if self.workspace else None, **diag}
         return info
 
 

@@ -8,6 +8,7 @@ task, in any env object of this process, forks the task snapshot. Released at in
 from __future__ import annotations
 
 import atexit
+import hashlib
 import threading
 import time
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ class TaskSnapshot:
     snapshot: Snapshot
     initial_raw: Any  #: the executor's answer to the reset call (the initial observation)
     build_s: float
+    initial_digest: str  #: task config + workspace spec + layer versions: the prefix tree's identity
 
 
 class SnapshotRegistry:
@@ -63,7 +65,9 @@ class SnapshotRegistry:
                     snap = ws.snapshot()
                 finally:
                     ws.destroy()
-                self._tasks[key] = TaskSnapshot(snap, raw, time.monotonic() - t0)
+                layers = "|".join(p.name for p in snap.lowers)
+                digest = hashlib.sha256(f"{task.digest}|{key[0]}|{layers}".encode()).hexdigest()[:16]
+                self._tasks[key] = TaskSnapshot(snap, raw, time.monotonic() - t0, digest)
             return self._tasks[key]
 
     def release_all(self) -> None:
