@@ -1,0 +1,105 @@
+"""The in-workspace RPC surface of the WebArena env (thin adapters; all logic lives in the other modules).
+
+Owns: :func:`register`, which adds ``webarena.*`` handlers to forkcore's in-workspace executor, the JSON
+shapes of their answers, and :func:`site_service_argv`, the command forkcore runs as the site service.
+
+Handlers (keyword arguments in, JSON-serialisable dicts out):
+
+- ``webarena.reset(task: dict, viewport: list = [1280, 720], headless: bool = True, base_url: str | None)``
+  -> observation: ``screenshot_png`` (base64 PNG, viewport size), ``axtree`` (str), ``url`` (str),
+  ``open_pages_urls`` (list[str]), ``active_page_index`` (int), ``last_action_error`` ("").
+  Starts Chromium on first use (reused afterwards); opens a fresh logged-in context on the task's start URL.
+- ``webarena.step(action: str)`` -> observation + ``last_action_error`` (str), ``done`` (bool), ``answer``
+  (str | None), ``elapsed_s`` (float).
+- ``webarena.observe()`` -> observation of the current state (no action).
+- ``webarena.evaluate(answer: str | None = None)`` -> ``{"reward": 0.0 | 1.0}``.
+- ``webarena.close()`` -> ``{"closed": true}``; stops the browser.
+
+The site's URL defaults to ``http://127.0.0.1:7770`` (``DEFAULT_PORT``), overridable with the environment
+variable ``BUNSHIN_WEBARENA_URL``, the ``base_url`` argument of :func:`register` or of ``reset``.
+"""
+from __future__ import annotations
+
+import base64
+import os
+import sys
+from pathlib import Path
+
+from .browser import BrowserSession
+from .episode import Episode
+from .errors import WebArenaError
+
+DEFAULT_PORT = 7770
+
+
+def site_service_argv(db_path: str | Path, port: int = DEFAULT_PORT) -> list[str]:
+    """argv that serves the shopping site on 127.0.0.1:``port`` from ``db_path`` (seeded first if missing).
+
+    Run it from the repository root (or with the package importable); it prints ``serving http://...`` once
+    listening and exits cleanly on SIGTERM.
+    """
+    return [sys.executable, "-m", "envs.webarena.site", "--db", str(db_path), "--port", str(int(port)),
+            "--host", "127.0.0.1"]
+
+
+class _Runtime:
+    """The executor-wide state: one browser, the current episode."""
+
+    def __init__(self, base_url: str) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.session: BrowserSession | None = None
+        self.episode: Episode | None = None
+        self.headless = True
+
+    def _obs(self, res: dict) -> dict:
+        out = dict(res)
+        if self.session is not None and "screenshot" in out:
+            out.pop("screenshot")
+            out["screenshot_png"] = base64.b64encode(self.session.screenshot_png()).decode("ascii")
+        return out
+
+    def reset(self, task: dict, viewport: list | None = None, headless: bool = True,
+              base_url: str | None = None) -> dict:
+        vp = tuple(viewport or (1280, 720))
+        if base_url:
+            self.base_url = base_url.rstrip("/")
+        if self.session is not None and headless != self.headless:
+            self.close()
+        if self.session is None:
+            self.session = BrowserSession()
+            self.session.start(self.base_url, viewport=vp, headless=headless)
+            self.headless = headless
+        self.session.base_url = self.base_url
+        self.episode = Episode(self.session, task)
+        return self._obs(self.episode.reset(viewport=vp))
+
+    def _need_episode(self) -> Episode:
+        if self.episode is None:
+            raise WebArenaError("no episode: call webarena.reset(task=...) first")
+        return self.episode
+
+    def step(self, action: str) -> dict:
+        return self._obs(self._need_episode().step(action))
+
+    def observe(self) -> dict:
+        self._need_episode()
+        return self._obs({**self.session.observe(), "last_action_error": ""})
+
+    def evaluate(self, answer: str | None = None) -> dict:
+        return {"reward": self._need_episode().evaluate(answer)}
+
+    def close(self) -> dict:
+        if self.session is not None:
+            self.session.close()
+        self.session, self.episode = None, None
+        return {"closed": True}
+
+
+def register(executor, base_url: str | None = None) -> None:
+    """Register the ``webarena.*`` handlers on ``executor`` (anything with ``register(name, fn)``)."""
+    rt = _Runtime(base_url or os.environ.get("BUNSHIN_WEBARENA_URL", f"http://127.0.0.1:{DEFAULT_PORT}"))
+    executor.register("webarena.reset", rt.reset)
+    executor.register("webarena.step", rt.step)
+    executor.register("webarena.observe", rt.observe)
+    executor.register("webarena.evaluate", rt.evaluate)
+    executor.register("webarena.close", rt.close)
