@@ -2,22 +2,28 @@
 speculation and the fork-first vector env). Imports forkcore, never a concrete env: envs are registered by
 entry-point strings.
 """
+import functools
+
 import gymnasium as gym
-from gymnasium.envs.registration import WrapperSpec
 
 from .adapter import ActionError, EnvAdapter, StepResult, Task
-from .env import BunshinEnv, ForkableWrapper
+from .env import BunshinEnv, ForkableWrapper, make_forkable
+from .vector import BunshinVectorEnv
 
-__all__ = ["ActionError", "BunshinEnv", "EnvAdapter", "ForkableWrapper", "StepResult", "Task", "register_envs"]
-
-_FORKABLE = WrapperSpec("ForkableWrapper", "bunshin_gym.env:ForkableWrapper", {})
-
+__all__ = ["ActionError", "BunshinEnv", "BunshinVectorEnv", "EnvAdapter", "ForkableWrapper", "StepResult", "Task", "register_envs"]
 
 def register_envs() -> None:
+    """Register the envs by entry-point strings (nothing is imported until gym.make).
+
+    The entry point applies Gymnasium's checker and order-enforcing wrappers itself and puts
+    `ForkableWrapper` outermost, so `env.fork(n)` works on what gym.make returns (Gymnasium 1.x wrappers do
+    not forward attributes, and `additional_wrappers` would rule out the vector entry point).
+    """
     for env_id, entry in (("BunshinWebArena-v0", "envs.webarena.env:WebArenaEnv"),
                           ("BunshinOSWorld-v0", "envs.osworld.env:OSWorldEnv")):
         if env_id not in gym.registry:
-            gym.register(env_id, entry_point=entry, additional_wrappers=(_FORKABLE,), disable_env_checker=False)
+            gym.register(env_id, entry_point=functools.partial(make_forkable, entry), order_enforce=False,
+                         disable_env_checker=True, vector_entry_point=functools.partial(BunshinVectorEnv, env_id))
 
 
 register_envs()

@@ -297,9 +297,17 @@ def _mark_reset(env: gym.Env) -> None:
     while isinstance(e, gym.Wrapper):
         if hasattr(e, "_has_reset"):
             e._has_reset = True
-        if hasattr(e, "checked_reset"):
-            e.checked_reset = True
+        if hasattr(e, "checked_reset"):  # the source env already passed the passive checks
+            e.checked_reset = e.checked_step = e.checked_data_reuse = True
         e = e.env
+
+
+def make_forkable(entry_point: str, **kwargs: Any) -> gym.Env:
+    """Entry point of the registered envs: env → PassiveEnvChecker → OrderEnforcing → ForkableWrapper."""
+    from gymnasium.envs.registration import load_env_creator
+
+    env = load_env_creator(entry_point)(**kwargs)
+    return ForkableWrapper(gym.wrappers.OrderEnforcing(gym.wrappers.PassiveEnvChecker(env)))
 
 
 class ForkableWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):

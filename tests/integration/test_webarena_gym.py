@@ -150,3 +150,22 @@ def test_truncation_at_max_steps_evaluates_an_empty_answer():
         assert trunc and not term and r2 == 0.0
     finally:
         env.close()
+
+
+def test_vector_env_forks_slots_and_autoresets_next_step():
+    venv = gym.make_vec("BunshinWebArena-v0", num_envs=3, vectorization_mode="vector_entry_point", task_id="0")
+    try:
+        obs, _ = venv.reset(seed=0)
+        assert obs["screenshot"].shape == (3, 720, 1280, 3) and len(obs["url"]) == 3
+        venv.step(["scroll [down]", "scroll [down]", "scroll [down]"])
+        obs, info = venv.reset(options={"fork_from": 0, "reset_mask": np.array([False, True, True])})
+        assert [e.unwrapped.elapsed_steps for e in venv.envs] == [1, 1, 1]
+        answer = "stop [Hannah Wilson, Caleb Robinson]"
+        obs, r, term, trunc, _ = venv.step([answer, "stop [wrong]", "scroll [up]"])
+        assert list(r) == [1.0, 0.0, 0.0] and list(term) == [True, True, False]
+        obs, r, term, trunc, _ = venv.step(["scroll [down]"] * 3)  # slots 0 and 1 reset (NEXT_STEP)
+        assert [e.unwrapped.elapsed_steps for e in venv.envs] == [0, 0, 3]
+        with pytest.raises(IndexError):
+            venv.fork(0, [0])
+    finally:
+        venv.close()
