@@ -147,8 +147,8 @@ def kmod_test(out: Optional[Path] = typer.Option(None, help="keep the guest's co
     from kmod.harness import run_tests
 
     result = run_tests(out_dir=out)
-    typer.echo(result.summary if hasattr(result, "summary") else str(result))
-    raise typer.Exit(0 if getattr(result, "ok", False) else 1)
+    typer.echo(result.report())
+    raise typer.Exit(0 if result.passed else 1)
 
 
 @app.command()
