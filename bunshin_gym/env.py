@@ -10,6 +10,7 @@ from __future__ import annotations
 import atexit
 import copy
 import os
+import threading
 import time
 from typing import Any
 
@@ -21,6 +22,18 @@ from forkcore import ExecutorError, Snapshot, Workspace
 from .adapter import ActionError, EnvAdapter, StepResult, Task
 from .cache import CacheConfig, CachedStep, PrefixCache, PrefixTree
 from .snapshots import REGISTRY
+
+
+class _Speculation:
+    """One in-flight speculative chain: its fork, the calls still expected, the node it reached."""
+
+    def __init__(self, chain: list[str]) -> None:
+        self.chain = chain
+        self.abort = threading.Event()
+        self.thread: threading.Thread
+        self.workspace: Workspace | None = None
+        self.node = None
+        self.error: Exception | None = None
 
 
 class _TreeSnapshot:
@@ -48,7 +61,11 @@ class BunshinEnv(gym.Env):
         task_config: a task as a dict or a path to its JSON file.
         max_steps: steps before the episode is truncated (and evaluated with an empty answer).
         backend: forkcore memory backend for clones ("auto", "memfile", "ksm", "private").
-        cache: consult the task's tool-prefix tree before executing (see below).
+        cache: consult the task's tool-prefix tree before executing (see below). With cache=False each
+            episode gets a private tree (used only by speculation): nothing is reused across episodes.
+        selector: a trained `SpecToolSelector`; when set, after each executed step the env forks its
+            workspace and runs the predicted next `speculate_k` calls in the background (see below).
+        speculate_k: length of a speculative chain.
         diagnostics: put run-dependent details (cache hit/miss, replayed calls, backend, timings) into
             `info["bunshin"]`; off by default so identical runs give identical `info`.
 
@@ -58,6 +75,12 @@ class BunshinEnv(gym.Env):
     that state only when a later step misses (fork of the nearest retained snapshot + replay of the calls
     in between). Correct because envs are deterministic functions of (task, initial state, action prefix):
     fixed clock, seeded data, one workspace per episode.
+
+    Speculation (BunshinRL §3.3): while the policy thinks, a background thread runs the selector's
+    predicted chain in a fork of the workspace and records its results in the tree. If the policy's next
+    action matches, the step is served from the tree (waiting for the in-flight call if needed) and the
+    speculative workspace is adopted when the env next needs a live one; on a mismatch the chain is
+    aborted and its fork destroyed. `speculation_enabled` can be toggled per env (tail selection).
 
     Episode end:
         terminated=True when the agent stops (reward = the task's evaluation of its answer/end state);
@@ -70,7 +93,8 @@ class BunshinEnv(gym.Env):
 
     def __init__(self, task_id: str | None = None, task_config: dict | str | None = None, max_steps: int = 30,
                  backend: str = "auto", cache: bool = True, diagnostics: bool = False,
-                 render_mode: str | None = None, **adapter_kwargs: Any) -> None:
+                 render_mode: str | None = None, selector: Any = None, speculate_k: int = 3,
+                 **adapter_kwargs: Any) -> None:
         if not isinstance(max_steps, int) or max_steps < 1:
             raise ValueError(f"max_steps={max_steps!r}: expected an int >= 1")
         if render_mode not in (None, "rgb_array"):
@@ -91,6 +115,10 @@ class BunshinEnv(gym.Env):
         self._tree: PrefixTree | None = None
         self._node = None  # the episode's position in the tree
         self._ws_node = None  # the tree node whose state the live workspace holds
+        self.selector, self.speculate_k = selector, int(speculate_k)
+        self.speculation_enabled = selector is not None
+        self._spec: _Speculation | None = None
+        self.spec_stats = {"adopted": 0, "aborted": 0, "predicted": 0, "matched": 0}
 
     # ---- Gymnasium API -------------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None):
@@ -110,13 +138,20 @@ class BunshinEnv(gym.Env):
         self.task, self._task_snapshot = task, ts
         self.elapsed_steps, self.history, self._done = 0, [], False
         self._last_obs = result.observation
+        self._abort_speculation()
         if self.use_cache:
             self._tree = PREFIX_CACHE.tree(task.id, ts.initial_digest, readonly=self._readonly)
-            if self._tree.root.result is None:
-                self._tree.set_root_result(CachedStep(result.observation, info={"last_action_error": ""}))
-            self._node = self._tree.root  # the workspace is forked lazily, at the first miss
+        else:  # a private tree: speculation only, no reuse across episodes
+            self._tree = PrefixTree(task.id, f"{ts.initial_digest}-{id(self)}-{time.monotonic_ns()}",
+                                    readonly=self._readonly)
+        if self._tree.root.result is None:
+            self._tree.set_root_result(CachedStep(result.observation, info={"last_action_error": ""}))
+        self._node = self._tree.root
+        if self.use_cache:
+            pass  # the workspace is forked lazily, at the first miss
         else:
             self.workspace = ts.snapshot.fork(1, backend=self.backend)[0]
+            self._ws_node = self._node
         info = self._info(result.last_action_error, {"reset_s": time.monotonic() - t0})
         return copy.deepcopy(result.observation), info
 
@@ -135,11 +170,8 @@ class BunshinEnv(gym.Env):
             diag["cache"] = "malformed"
         else:
             self.history.append(signature)
-            if self.use_cache:
-                step = self._cached_step(signature, diag)
-            else:
-                self._ensure_workspace()
-                step = self._execute(signature)
+            self._check_speculation(signature, diag)
+            step = self._cached_step(signature, diag)
             obs, err = step.observation, step.info.get("last_action_error", "")
             reward, terminated = step.reward, step.terminated
         self._last_obs = obs
@@ -147,6 +179,10 @@ class BunshinEnv(gym.Env):
         if not terminated and self.elapsed_steps >= self.max_steps:
             reward, truncated = self._truncation_reward(diag), True
         self._done = terminated or truncated
+        if self._done:
+            self._abort_speculation()
+        elif diag.get("cache") == "miss" and self.speculation_enabled:
+            self._start_speculation(diag)
         info = self._info(err, {**diag, "step_s": time.monotonic() - t0})
         return copy.deepcopy(obs), reward, terminated, truncated, info
 
@@ -156,6 +192,7 @@ class BunshinEnv(gym.Env):
         return self._last_obs.get("screenshot")
 
     def close(self) -> None:
+        self._abort_speculation()
         self._drop_workspace()
 
     # ---- execution, cache and materialisation ---------------------------------------------------------
@@ -167,13 +204,16 @@ class BunshinEnv(gym.Env):
 
     def _execute(self, signature: str) -> CachedStep:
         """Run one action in the live workspace (and evaluate it if it ends the episode)."""
+        return self._execute_on(self.workspace, signature)
+
+    def _execute_on(self, ws: Workspace, signature: str) -> CachedStep:
         method, params = self.adapter.step_call(signature)
         try:
-            result = self.adapter.decode(self.workspace.call(method, **params), self.task)
+            result = self.adapter.decode(ws.call(method, **params), self.task)
         except ExecutorError as e:  # an impossible action the env did not catch itself
             msg = f"{e.remote_type}: {e}"
             result = StepResult(self._with_error(msg), msg, False, None)
-        reward = self._evaluate(result.answer) if result.done else 0.0
+        reward = self._evaluate(result.answer, ws) if result.done else 0.0
         return CachedStep(result.observation, reward, result.done, False, {"last_action_error": result.last_action_error})
 
     def _cached_step(self, signature: str, diag: dict) -> CachedStep:
@@ -205,6 +245,13 @@ class BunshinEnv(gym.Env):
         """Bring the live workspace to `node`'s state; returns how many calls were replayed."""
         if self.workspace is not None and self._ws_node is node:
             return 0
+        spec = self._spec
+        if spec is not None and not spec.thread.is_alive() and spec.node is node and spec.workspace is not None:
+            self._drop_workspace()  # adopt the speculative fork: it already holds this state
+            self.workspace, self._ws_node, spec.workspace = spec.workspace, node, None
+            self._spec = None
+            self.spec_stats["adopted"] += 1
+            return 0
         self._drop_workspace()
         with self._tree.checkout(node) as plan:
             handle = plan.ancestor.snapshot_handle
@@ -217,27 +264,86 @@ class BunshinEnv(gym.Env):
         return len(plan.calls)
 
     def _maybe_snapshot(self, node, step: CachedStep, diag: dict) -> None:
-        if step.terminated or not self._tree.should_snapshot(node).retain:
+        if not self.use_cache or step.terminated or not self._tree.should_snapshot(node).retain:
             return
         t0 = time.monotonic()
         snap = self.workspace.snapshot()
         retained = self._tree.attach_snapshot(node, _TreeSnapshot(snap), time.monotonic() - t0)
         diag["snapshot_retained"] = retained
 
+    # ---- speculation -----------------------------------------------------------------------------------
+    def _start_speculation(self, diag: dict) -> None:
+        self._abort_speculation()
+        chain = [p.signature for p in self.selector.predict_chain(self.history, self.speculate_k, self.task.id)]
+        chain = [s for s in chain if not self._readonly(s)]
+        if not chain or self.workspace is None:
+            return
+        self.spec_stats["predicted"] += 1
+        spec = _Speculation(chain)
+        spec.node = self._node
+        source_ws, tree = self.workspace, self._tree
+
+        def run() -> None:
+            try:
+                spec.workspace = source_ws.fork(1, backend=self.backend)[0]
+                for sig in spec.chain:
+                    if spec.abort.is_set():
+                        return
+                    with tree.acquire_miss(spec.node, sig) as claim:
+                        if not claim.leader:  # already known: the fork does not hold that state, stop here
+                            return
+                        t0 = time.monotonic()
+                        step = self._execute_on(spec.workspace, sig)
+                        spec.node = claim.complete(step, time.monotonic() - t0)
+                    if step.terminated:
+                        return
+            except Exception as e:  # noqa: BLE001 - a failed speculation only costs its time
+                spec.error = e
+
+        spec.thread = threading.Thread(target=run, name="bunshin-speculation", daemon=True)
+        self._spec = spec
+        spec.thread.start()
+        diag["speculation"] = {"started": chain}
+
+    def _check_speculation(self, signature: str, diag: dict) -> None:
+        spec = self._spec
+        if spec is None:
+            return
+        if spec.chain and spec.chain[0] == signature:
+            spec.chain = spec.chain[1:]
+            self.spec_stats["matched"] += 1
+            diag["speculation_match"] = True
+            t0 = time.monotonic()  # the chain is running this call: wait for it instead of running it twice
+            while spec.thread.is_alive() and not self._tree.lookup(self.history, count=False).hit:
+                time.sleep(0.005)
+            diag["speculation_wait_s"] = time.monotonic() - t0
+            return
+        if not spec.chain:
+            return  # the chain ran out: keep its fork for adoption at the next miss
+        self._abort_speculation()
+        self.spec_stats["aborted"] += 1
+        diag["speculation_match"] = False
+
+    def _abort_speculation(self) -> None:
+        spec, self._spec = self._spec, None
+        if spec is None:
+            return
+        spec.abort.set()
+        spec.thread.join()
+        if spec.workspace is not None:
+            spec.workspace.destroy()
+
     def _ensure_workspace(self) -> None:
-        if self.workspace is None:
-            if self.use_cache:
-                self._materialise(self._node)
-            else:
-                raise gym.error.ResetNeeded("no workspace: call reset()")
+        if self.workspace is None or self._ws_node is not self._node:
+            self._materialise(self._node)
 
     def _truncation_reward(self, diag: dict) -> float:
-        key = (id(self._tree), self._node.key) if self.use_cache else None
-        if key is not None and key in _TRUNCATION_REWARDS:
+        key = (id(self._tree), self._node.key)
+        if key in _TRUNCATION_REWARDS:
             return _TRUNCATION_REWARDS[key]
         self._ensure_workspace()
         reward = self._evaluate("")
-        if key is not None:
+        if self.use_cache:
             _TRUNCATION_REWARDS[key] = reward
         return reward
 
@@ -264,18 +370,19 @@ class BunshinEnv(gym.Env):
             base.elapsed_steps, base.history, base._done = self.elapsed_steps, list(self.history), self._done
             base._last_obs = copy.deepcopy(self._last_obs)
             base._tree, base._node, base._ws_node = self._tree, self._node, self._node
+            base.selector, base.speculation_enabled = self.selector, self.speculation_enabled
             _mark_reset(env)
             out.append(env)
         return out
 
     def _ctor_kwargs(self) -> dict:
         return {"max_steps": self.max_steps, "backend": self.backend, "cache": self.use_cache,
-                "diagnostics": self.diagnostics, "render_mode": self.render_mode}
+                "diagnostics": self.diagnostics, "render_mode": self.render_mode, "speculate_k": self.speculate_k}
 
     # ---- helpers ------------------------------------------------------------------------------------
-    def _evaluate(self, answer: str | None) -> float:
+    def _evaluate(self, answer: str | None, ws: Workspace | None = None) -> float:
         method, params = self.adapter.evaluate_call(answer)
-        return float(self.workspace.call(method, **params)["reward"])
+        return float((ws or self.workspace).call(method, **params)["reward"])
 
     def _with_error(self, message: str) -> dict:
         obs = copy.deepcopy(self._last_obs) if self._last_obs is not None else {}

@@ -229,10 +229,11 @@ class Workspace:
 
     def call(self, method: str, timeout: float = 120.0, **params: Any) -> Any:
         """Call an executor method (see executor.py); raises ExecutorError if the handler raised."""
-        self._check_alive(method)
-        if self._frozen:
-            raise WorkspaceError(f"workspace {self.id} is frozen; thaw() it before calling {method}")
-        return self.client.call(method, timeout=timeout, **params)
+        with self._lock:  # never while a snapshot of this workspace is being taken (another thread)
+            self._check_alive(method)
+            if self._frozen:
+                raise WorkspaceError(f"workspace {self.id} is frozen; thaw() it before calling {method}")
+            return self.client.call(method, timeout=timeout, **params)
 
     def exec(self, argv: Sequence[str], timeout: float = 60.0, **kw: Any) -> dict:
         """Run a command inside the workspace; returns {returncode, stdout, stderr}."""
