@@ -109,8 +109,12 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || ! "$PY" -c "import fo
   "$PY" -m pip install -q --upgrade pip
   "$PY" -m pip install -q "torch==2.13.0"
   "$PY" -m pip install -q -e ".[train,test]"
+  # pyautogui pulls python3-Xlib 0.15, which shadows python-xlib 0.33 (60x slower XGetImage): put 0.33 back.
+  "$PY" -m pip install -q --force-reinstall --no-deps "python-xlib==0.33"
   touch "$stamp"
 else
   say "Python packages: up to date"
 fi
+# OSWorld's own metric functions, test-only, in a separate venv (differential test of envs/osworld).
+bash envs/osworld/install_reference.sh
 say "done. Check the machine with: $PREFIX/venv/bin/bunshin doctor"

@@ -1,0 +1,85 @@
+"""Judging OSWorld tasks: `evaluate(task, session)` runs the evaluator's postconfig, its getters and metrics.
+
+Semantics (as OSWorld's DesktopEnv.evaluate):
+  * func "infeasible": 1.0 iff the agent's last action was FAIL, else 0.0 (and a FAIL on a feasible task
+    scores 0.0).
+  * one func: metric(result_value, expected_value, **options) — or metric(result_value, **options) when
+    the task has no `expected`.
+  * several funcs with conj "and": the first 0.0 ends with 0.0, else the mean of the scores;
+    with conj "or": the first 1.0 ends with 1.0, else the best score.
+  * a getter or metric that raises on the *result* (e.g. a file the agent never saved) counts 0.0 for that
+    metric; errors of the task itself (unknown metric/getter) raise EvaluatorError.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import EvaluatorError, OSWorldError
+from . import getters, metrics
+from .getters import GETTERS, get_value
+from .metrics import METRICS
+
+__all__ = ["evaluate", "GETTERS", "METRICS", "getters", "metrics"]
+
+
+def evaluate(task, session, last_action: str | None = None, *, details: list | None = None) -> float:
+    """Score the desktop's current state for `task`.
+
+    Args:
+        task: an envs.osworld.tasks.Task.
+        session: a started DesktopSession holding the end state.
+        last_action: the agent's last action kind ("FAIL", "DONE", ...) — for infeasible tasks.
+        details: optional list that receives one dict per metric {func, score, error}.
+
+    Returns:
+        float in [0, 1].
+    """
+    from ..tasks import run_config
+
+    ev = task.evaluator
+    if ev.funcs == ("infeasible",):
+        return 1.0 if last_action == "FAIL" else 0.0
+    if last_action == "FAIL":
+        return 0.0
+    if ev.postconfig:
+        run_config(session, ev.postconfig)
+    scores: list[float] = []
+    for i, func in enumerate(ev.funcs):
+        fn = METRICS.get(func)
+        if fn is None:
+            raise EvaluatorError(f"task {task.id}: unknown metric {func!r}")
+        err = ""
+        try:
+            result = get_value(session, ev.results[i])
+            options = {k: _thaw(v) for k, v in (ev.options[i] or {}).items()}
+            if ev.expected[i] is not None:
+                expected = get_value(session, ev.expected[i])
+                score = float(fn(_thaw(result), _thaw(expected), **options))
+            else:
+                score = float(fn(_thaw(result), **options))
+        except EvaluatorError:
+            raise
+        except OSWorldError as e:  # e.g. a shipped file missing: a task error
+            raise EvaluatorError(f"task {task.id}: {func}: {e}") from e
+        except Exception as e:  # the end state broke the metric (bad file...): counts as failed
+            score, err = 0.0, f"{type(e).__name__}: {e}"
+        if details is not None:
+            details.append({"func": func, "score": score, "error": err})
+        if ev.conj == "and" and score == 0.0:
+            return 0.0
+        if ev.conj == "or" and score == 1.0:
+            return 1.0
+        scores.append(score)
+    if not scores:
+        return 0.0
+    return max(scores) if ev.conj == "or" else sum(scores) / len(scores)
+
+
+def _thaw(x: Any) -> Any:
+    from collections.abc import Mapping
+    if isinstance(x, Mapping):
+        return {k: _thaw(v) for k, v in x.items()}
+    if isinstance(x, tuple):
+        return [_thaw(v) for v in x]
+    return x

@@ -1,0 +1,175 @@
+"""Evaluator getters: turn a task's `result` / `expected` config into the value a metric compares.
+
+Each getter is `fn(session, config) -> value` under OSWorld's getter `type` name (registered in GETTERS):
+    vm_file             {"path": str | [str], "dest": str | [str], "multi"?, "gives"?} → local copy path(s),
+                        None where the file does not exist (a copy, so later desktop changes don't leak in)
+    cloud_file          {"path": url | [url], "dest", "multi"?, "gives"?} → the shipped file of that name
+                        under envs/osworld/task_files/ (no internet; see tasks.url_to_task_file)
+    vm_command_line     {"command": str | [str], "shell"?} → stdout (str)
+    vm_command_error    {"command", "shell"?} → stderr (str)
+    vm_terminal_output  {} → the newest terminal's text (str | None)
+    rule                {"rules": any} → rules, unchanged
+    accessibility_tree  {} → the OSWorld-style a11y XML (str)
+    active_tab_info     {} → {"title", "url"} of Chromium's active tab (DevTools HTTP endpoint), or None
+    open_tabs_info      {} → [{"title", "url"}] of every open page tab
+    active_url          {} → the active tab's URL (str | None)
+    list_directory      {"path"} → sorted entry names (list) or None
+    file_exists         {"path"} → bool (ours; OSWorld tasks use vm_command_line for this)
+
+Owns: reading state out of a desktop. Does not own: judging (metrics.py), setup (tasks.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import urllib.request
+from typing import Any, Callable, Mapping
+
+from ..errors import EvaluatorError
+
+__all__ = ["GETTERS", "getter", "get_value"]
+
+GETTERS: dict[str, Callable[[Any, Mapping[str, Any]], Any]] = {}
+
+
+def getter(name: str):
+    def deco(fn):
+        if name in GETTERS:
+            raise EvaluatorError(f"getter {name!r} registered twice")
+        GETTERS[name] = fn
+        return fn
+    return deco
+
+
+def get_value(session, config: Mapping[str, Any] | None) -> Any:
+    """Run the getter named by config["type"]; None config → None."""
+    if config is None:
+        return None
+    t = config.get("type")
+    if t not in GETTERS:
+        raise EvaluatorError(f"unknown getter type {t!r}; known: {', '.join(sorted(GETTERS))}")
+    return GETTERS[t](session, config)
+
+
+def _cache_dir(session) -> str:
+    d = os.path.join(str(session.run_dir), "eval_cache")
+    os.makedirs(d, exist_ok=True)
+    return d
+
+
+def _multi(session, config: Mapping[str, Any], one: Callable[[str, str], str | None]) -> Any:
+    paths = config["path"]
+    dests = config.get("dest")
+    if config.get("multi", False) or isinstance(paths, list):
+        paths = list(paths)
+        if dests is None:
+            dests = [os.path.basename(str(p)) for p in paths]
+        if not isinstance(dests, list) or len(dests) != len(paths):
+            raise EvaluatorError("multi-file getter: 'dest' must be a list as long as 'path'")
+        out = [one(p, d) for p, d in zip(paths, dests)]
+        gives = config.get("gives", [0])
+        picked = [out[i] for i in gives]
+        return picked[0] if len(picked) == 1 else picked
+    return one(str(paths), str(dests or os.path.basename(str(paths))))
+
+
+@getter("vm_file")
+def get_vm_file(session, config: Mapping[str, Any]) -> Any:
+    def one(path: str, dest: str) -> str | None:
+        src = session.vm_path(path)
+        if not os.path.isfile(src):
+            return None
+        local = os.path.join(_cache_dir(session), os.path.basename(dest))
+        shutil.copyfile(src, local)
+        return local
+    return _multi(session, config, one)
+
+
+@getter("cloud_file")
+def get_cloud_file(session, config: Mapping[str, Any]) -> Any:
+    from ..tasks import url_to_task_file
+
+    def one(url: str, dest: str) -> str | None:
+        src = url_to_task_file(url)
+        local = os.path.join(_cache_dir(session), "expected-" + os.path.basename(dest))
+        shutil.copyfile(src, local)
+        return local
+    return _multi(session, config, one)
+
+
+def _command(session, config: Mapping[str, Any]):
+    cmd = session.map_command(config["command"])
+    shell = bool(config.get("shell", False))
+    if shell and isinstance(cmd, list):
+        cmd = " ".join(cmd)
+    if not shell and isinstance(cmd, str):
+        import shlex
+        cmd = shlex.split(cmd)
+    return session.run(cmd, shell=shell, timeout=float(config.get("timeout", 60)))
+
+
+@getter("vm_command_line")
+def get_vm_command_line(session, config: Mapping[str, Any]) -> str:
+    return _command(session, config).stdout
+
+
+@getter("vm_command_error")
+def get_vm_command_error(session, config: Mapping[str, Any]) -> str:
+    return _command(session, config).stderr
+
+
+@getter("vm_terminal_output")
+def get_vm_terminal_output(session, config: Mapping[str, Any]) -> str | None:
+    return session.terminal_output()
+
+
+@getter("rule")
+def get_rule(session, config: Mapping[str, Any]) -> Any:
+    if "rules" not in config:
+        raise EvaluatorError("getter 'rule' needs a 'rules' field")
+    return config["rules"]
+
+
+@getter("accessibility_tree")
+def get_accessibility_tree(session, config: Mapping[str, Any]) -> str:
+    return session.accessibility_tree(int(config.get("max_nodes", 4000)))
+
+
+def _tabs(session) -> list[dict] | None:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{session.cdp_port}/json/list", timeout=5) as r:
+            targets = json.load(r)
+    except Exception:
+        return None
+    # Chromium lists page targets most recently activated first.
+    return [{"title": t.get("title", ""), "url": t.get("url", "")} for t in targets if t.get("type") == "page"]
+
+
+@getter("active_tab_info")
+def get_active_tab_info(session, config: Mapping[str, Any]) -> dict | None:
+    tabs = _tabs(session)
+    return tabs[0] if tabs else None
+
+
+@getter("open_tabs_info")
+def get_open_tabs_info(session, config: Mapping[str, Any]) -> list[dict] | None:
+    return _tabs(session)
+
+
+@getter("active_url")
+def get_active_url(session, config: Mapping[str, Any]) -> str | None:
+    tabs = _tabs(session)
+    return tabs[0]["url"] if tabs else None
+
+
+@getter("list_directory")
+def get_list_directory(session, config: Mapping[str, Any]) -> list[str] | None:
+    p = session.vm_path(config["path"])
+    return sorted(os.listdir(p)) if os.path.isdir(p) else None
+
+
+@getter("file_exists")
+def get_file_exists(session, config: Mapping[str, Any]) -> bool:
+    return os.path.exists(session.vm_path(config["path"]))

@@ -1,0 +1,33 @@
+"""One host desktop (Xvfb + openbox + AT-SPI) for the whole osworld test session; tests reset it.
+
+forkcore will later fork a snapshot per test instead; until then `desktop.reset()` (kill apps, restore
+HOME) isolates tests. The desktop runs at 1280x800 to keep LibreOffice/Chromium rendering cheap on 2 cores.
+"""
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+TEST_SIZE = (1280, 800)
+
+
+@pytest.fixture(scope="session")
+def desktop(tmp_path_factory):
+    if not shutil.which("Xvfb"):
+        pytest.skip("requires Xvfb and the desktop packages (scripts/setup.sh)")
+    from envs.osworld.desktop import DesktopSession
+
+    session = DesktopSession(tmp_path_factory.mktemp("osworld-home"), size=TEST_SIZE)
+    session.start()
+    try:
+        yield session
+    finally:
+        session.close()
+
+
+@pytest.fixture
+def clean_desktop(desktop):
+    """The shared desktop with no apps and HOME as after start."""
+    desktop.reset()
+    yield desktop
