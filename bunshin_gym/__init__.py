@@ -10,7 +10,15 @@ from .adapter import ActionError, EnvAdapter, StepResult, Task
 from .env import BunshinEnv, ForkableWrapper, make_forkable
 from .vector import BunshinVectorEnv
 
-__all__ = ["ActionError", "BunshinEnv", "BunshinVectorEnv", "EnvAdapter", "ForkableWrapper", "StepResult", "Task", "register_envs"]
+__all__ = ["ActionError", "BunshinEnv", "BunshinVectorEnv", "EnvAdapter", "ForkableWrapper", "StepResult", "Task", "adapter_for", "register_envs"]
+
+def adapter_for(env_id: str) -> EnvAdapter:
+    """A fresh adapter of a registered Bunshin env (task lists, oracles, action syntax) without starting it."""
+    from gymnasium.envs.registration import load_env_creator
+
+    entry = gym.spec(env_id).entry_point
+    return load_env_creator(entry.args[0] if isinstance(entry, functools.partial) else entry).adapter_class()
+
 
 def register_envs() -> None:
     """Register the envs by entry-point strings (nothing is imported until gym.make).

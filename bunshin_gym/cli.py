@@ -67,12 +67,9 @@ def _make_env(env: str, **kwargs):
 @tasks_app.command("list")
 def tasks_list(env: str = typer.Option(..., help="webarena, osworld or an env id")) -> None:
     """List the tasks of an env: id and goal."""
-    import gymnasium as gym
+    from bunshin_gym import adapter_for
 
-    import bunshin_gym  # noqa: F401
-
-    spec = gym.spec(resolve_env(env))
-    adapter = gym.envs.registration.load_env_creator(spec.entry_point).adapter_class()
+    adapter = adapter_for(resolve_env(env))
     for tid in adapter.task_ids():
         typer.echo(f"{tid}\t{adapter.load_task(tid).goal}")
 
@@ -139,6 +136,46 @@ def bench_fork(
         typer.echo(f"{r['backend']:<9} {r['clones']:>6} {r['snapshot_s']:>10.3f} {r['fork_p50_s']:>10.3f} "
                    f"{r['memory_mb']:>10.1f}")
     typer.echo(f"wrote {out / 'fork.json'} and {out / 'fork.png'}")
+
+
+@bench.command("epoch")
+def bench_epoch(env: str = typer.Option("webarena", help="webarena, osworld or an env id"),
+                tasks: int = typer.Option(4, help="tasks T"), group: int = typer.Option(4, help="group size G"),
+                iterations: int = typer.Option(3, help="iterations I"),
+                concurrency: int = typer.Option(8, help="most workspaces alive at once"),
+                think_median_s: float = typer.Option(2.0, help="think-time model median (s)"),
+                configs: str = typer.Option("base,cache,spec,cache_spec", help="configurations"),
+                out: Path = typer.Option(Path("bench-out/epoch"), help="output directory")) -> None:
+    """Replayed GRPO epoch: base vs cache vs spec vs cache_spec → OUT/epoch.json + PNGs."""
+    from benchmarks.epoch_bench import Args, run
+
+    result = run(Args(env=resolve_env(env), tasks=tasks, group=group, iterations=iterations, concurrency=concurrency,
+                      think_median_s=think_median_s, configs=tuple(c for c in configs.split(",") if c), out=str(out)))
+    _print_epoch(result)
+    typer.echo(f"wrote {out / 'epoch.json'} and {out}/epoch_*.png")
+
+
+def _print_epoch(result: dict) -> None:
+    cfgs = result["configs"]
+    typer.echo(f"{'config':<11} {'wall_s':>8} {'peak_MB':>8} {'hit rate per iteration':<28} {'spec acc':>8}")
+    for name, c in cfgs.items():
+        acc = "-" if c["spec_accuracy"] is None else f"{c['spec_accuracy']:.2f}"
+        typer.echo(f"{name:<11} {c['wall_s']:>8.1f} {c['peak_memory_mb']:>8.0f} "
+                   f"{str(c['hit_rate_per_iteration']):<28} {acc:>8}")
+    rewards = [c["rewards"] for c in cfgs.values()]
+    same = all(r == rewards[0] for r in rewards)
+    typer.echo(f"rewards identical across configurations: {same} (mean {sum(rewards[0]) / max(1, len(rewards[0])):.2f})")
+
+
+@bench.command("lookup")
+def bench_lookup(nodes: str = typer.Option("1000,100000", help="tree sizes"),
+                 out: Path = typer.Option(Path("bench-out/lookup"), help="output directory")) -> None:
+    """Prefix-tree lookup latency p50/p99 → OUT/lookup.json + OUT/lookup.png."""
+    from benchmarks.lookup_bench import Args, main as lookup_main
+
+    rows = lookup_main(Args(nodes=_ints(nodes), out=str(out)))
+    for r in rows or []:
+        typer.echo(f"{r['nodes']:>8} nodes: p50 {r['p50_us']:.1f} us, p99 {r['p99_us']:.1f} us")
 
 
 @kmod_app.command("test")

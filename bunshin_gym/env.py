@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 import gymnasium as gym
+import logging
 import numpy as np
 
 from forkcore import ExecutorError, Snapshot, Workspace
@@ -22,6 +23,9 @@ from forkcore import ExecutorError, Snapshot, Workspace
 from .adapter import ActionError, EnvAdapter, StepResult, Task
 from .cache import CacheConfig, CachedStep, PrefixCache, PrefixTree
 from .snapshots import REGISTRY
+
+
+log = logging.getLogger("bunshin_gym")
 
 
 class _Speculation:
@@ -53,6 +57,14 @@ atexit.register(PREFIX_CACHE.close)
 _TRUNCATION_REWARDS: dict[tuple[int, str], float] = {}  # (tree id, node key) -> evaluation of "" there
 
 
+def reset_prefix_cache() -> None:
+    """Forget every recorded step and release retained snapshots (benchmarks: each configuration starts cold)."""
+    global PREFIX_CACHE
+    PREFIX_CACHE.close()
+    PREFIX_CACHE = PrefixCache(PREFIX_CACHE.config)
+    _TRUNCATION_REWARDS.clear()
+
+
 class BunshinEnv(gym.Env):
     """A task of a Bunshin env (see the concrete env's docstring for observation and action details).
 
@@ -66,6 +78,7 @@ class BunshinEnv(gym.Env):
         selector: a trained `SpecToolSelector`; when set, after each executed step the env forks its
             workspace and runs the predicted next `speculate_k` calls in the background (see below).
         speculate_k: length of a speculative chain.
+        stats_sink: a list that receives this env's speculation counters when it closes (benchmarks).
         diagnostics: put run-dependent details (cache hit/miss, replayed calls, backend, timings) into
             `info["bunshin"]`; off by default so identical runs give identical `info`.
 
@@ -94,7 +107,7 @@ class BunshinEnv(gym.Env):
     def __init__(self, task_id: str | None = None, task_config: dict | str | None = None, max_steps: int = 30,
                  backend: str = "auto", cache: bool = True, diagnostics: bool = False,
                  render_mode: str | None = None, selector: Any = None, speculate_k: int = 3,
-                 **adapter_kwargs: Any) -> None:
+                 stats_sink: list | None = None, **adapter_kwargs: Any) -> None:
         if not isinstance(max_steps, int) or max_steps < 1:
             raise ValueError(f"max_steps={max_steps!r}: expected an int >= 1")
         if render_mode not in (None, "rgb_array"):
@@ -119,6 +132,7 @@ class BunshinEnv(gym.Env):
         self.speculation_enabled = selector is not None
         self._spec: _Speculation | None = None
         self.spec_stats = {"adopted": 0, "aborted": 0, "predicted": 0, "matched": 0}
+        self._stats_sink = stats_sink
 
     # ---- Gymnasium API -------------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None):
@@ -194,6 +208,9 @@ class BunshinEnv(gym.Env):
     def close(self) -> None:
         self._abort_speculation()
         self._drop_workspace()
+        if self._stats_sink is not None:
+            self._stats_sink.append(dict(self.spec_stats))
+            self._stats_sink = None
 
     # ---- execution, cache and materialisation ---------------------------------------------------------
     def _readonly(self, signature: str) -> bool:
@@ -382,7 +399,11 @@ class BunshinEnv(gym.Env):
     # ---- helpers ------------------------------------------------------------------------------------
     def _evaluate(self, answer: str | None, ws: Workspace | None = None) -> float:
         method, params = self.adapter.evaluate_call(answer)
-        return float((ws or self.workspace).call(method, **params)["reward"])
+        try:
+            return float((ws or self.workspace).call(method, **params)["reward"])
+        except ExecutorError as e:  # the end state cannot be judged (e.g. every tab closed): a failed task
+            log.warning("evaluation of task %s failed, reward 0: %s", self.task.id if self.task else "?", e)
+            return 0.0
 
     def _with_error(self, message: str) -> dict:
         obs = copy.deepcopy(self._last_obs) if self._last_obs is not None else {}

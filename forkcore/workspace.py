@@ -413,6 +413,7 @@ class Snapshot:
         self.images = snap_dir / "images"
         self._refs = 1
         self._lock = threading.Lock()
+        self._prepare_lock = threading.Lock()
         self.parent = parent
         if parent is not None:
             parent.retain()  # our layers stack the parent's
@@ -512,7 +513,8 @@ class Snapshot:
             skipped = {n: why for n, why in backend_report().items() if why}
             log.info("backend auto -> %s (unavailable: %s)", impl.name, skipped)
         self.verify()
-        images = impl.prepare(self)
+        with self._prepare_lock:  # concurrent forks of one snapshot prepare it once
+            images = impl.prepare(self)
         clones: list[Workspace] = []
         try:
             for _ in range(n):

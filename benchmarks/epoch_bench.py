@@ -1,0 +1,192 @@
+"""A replayed GRPO epoch in four configurations (BunshinRL Fig. 8/10/11 style).
+
+T tasks × G samples × I iterations of GRPO-like rollouts (stochastic traces: the oracle trajectory with
+random detours, the same seeds in every configuration) with a think-time model standing for LLM generation
+and at most `concurrency` workspaces alive. Configurations:
+  base        no reuse: every step executes (each episode forks the task snapshot)
+  cache       the tool-prefix tree (shared by all samples and iterations of a task)
+  spec        speculation only (selector-predicted chains run in forked workspaces while the policy thinks)
+  cache_spec  both (the paper's "Full")
+The selector is trained on the oracle trajectories before iteration 1 (standing for an earlier epoch's
+recording) and retrained on everything recorded so far before each later iteration.
+Rewards must be identical across configurations: the cache and speculation may change time, never results.
+
+Writes OUT/epoch.json = {"think_time", "args", "configs": {name: {"wall_s", "peak_memory_mb",
+"hit_rate_per_iteration", "spec_accuracy", "running_over_time", "rewards"}}} and OUT/epoch_*.png.
+Full run:  bunshin bench epoch --env webarena --tasks 4 --group 4 --iterations 3 --out bench-out/epoch
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import gymnasium as gym
+from tqdm import tqdm
+
+import bunshin_gym  # noqa: F401 - registers the envs
+from bunshin_gym import adapter_for
+from bunshin_gym import env as bunshin_env
+from bunshin_gym.rollout import StochasticTracePolicy, ThinkTimeModel, run_rollouts
+from bunshin_gym.speculation import SelectorConfig, SpecToolSelector, Trajectory, TrajectoryStep
+from forkcore import host_memory_used
+
+CONFIGS = ("base", "cache", "spec", "cache_spec")
+
+
+@dataclass
+class Args:
+    env: str = "BunshinWebArena-v0"
+    """env id"""
+    tasks: int = 4
+    """number of tasks (the env's first task of each of `tasks` families, spread over its task list)"""
+    group: int = 4
+    """GRPO group size G (samples per task per iteration)"""
+    iterations: int = 3
+    """training iterations replayed"""
+    concurrency: int = 8
+    """most workspaces alive at once"""
+    think_median_s: float = 2.0
+    """think-time model: median seconds per action (stands for LLM generation)"""
+    think_sigma: float = 0.5
+    """think-time model: lognormal sigma"""
+    perturb_p: float = 0.3
+    """probability that a sample takes a random detour instead of the oracle's next action"""
+    speculate_k: int = 3
+    """speculative chain length"""
+    configs: tuple[str, ...] = CONFIGS
+    """configurations to run"""
+    out: str = "bench-out/epoch"
+    """output directory"""
+    seed: int = 0
+    """seed of the stochastic traces (same in every configuration)"""
+
+
+def pick_tasks(adapter, n: int) -> list[str]:
+    ids = adapter.task_ids()
+    step = max(1, len(ids) // n)
+    return ids[::step][:n]
+
+
+def run(args: Args, progress: bool = True) -> dict:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    adapter = adapter_for(args.env)
+    tasks = pick_tasks(adapter, args.tasks)
+    oracles = {t: adapter.oracle_actions(adapter.load_task(t)) for t in tasks}
+    think = ThinkTimeModel(args.think_median_s, args.think_sigma)
+    # warm the task snapshots once: building them is set-up, not part of any configuration's epoch
+    for t in tqdm(tasks, desc="task snapshots", disable=not progress):
+        e = gym.make(args.env, task_id=t)
+        e.reset()
+        e.close()
+    result = {"think_time": {"model": "lognormal", **asdict(think)}, "args": asdict(args), "tasks": tasks,
+              "configs": {}}
+    for config in args.configs:
+        if config not in CONFIGS:
+            raise ValueError(f"unknown configuration {config!r}; choose from {CONFIGS}")
+        result["configs"][config] = run_config(args, config, tasks, oracles, think, progress)
+        (out / "epoch.json").write_text(json.dumps(result, indent=1))
+    plot(result, out)
+    return result
+
+
+def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -> dict:
+    bunshin_env.reset_prefix_cache()
+    use_cache, use_spec = config in ("cache", "cache_spec"), config in ("spec", "cache_spec")
+    recorded = [Trajectory(t, tuple(TrajectoryStep(adapter_sig) for adapter_sig in sigs))
+                for t, sigs in ((t, _canonical(args.env, o)) for t, o in oracles.items())]
+    baseline = host_memory_used()
+    peak = [0]
+    running: list[list[float]] = []
+    alive = [0]
+    lock = threading.Lock()
+    stop = threading.Event()
+    t_start = time.monotonic()
+
+    def sampler():
+        while not stop.is_set():
+            with lock:
+                running.append([round(time.monotonic() - t_start, 2), alive[0]])
+            peak[0] = max(peak[0], host_memory_used() - baseline)
+            time.sleep(0.5)
+
+    mon = threading.Thread(target=sampler, daemon=True)
+    mon.start()
+    hit_rates, rewards, matched, predicted = [], [], 0, 0
+    bar = tqdm(total=args.iterations * len(tasks) * args.group, desc=config, unit="rollout", disable=not progress)
+    for it in range(args.iterations):
+        selector = None
+        if use_spec:
+            selector = SpecToolSelector(SelectorConfig(model="ngram")).fit(recorded)
+        envs_stats = []
+
+        def policy(task_id, g):
+            with lock:
+                alive[0] += 1
+            return StochasticTracePolicy(oracles[task_id], args.perturb_p)
+
+        def done(r):
+            with lock:
+                alive[0] -= 1
+            bar.update(1)
+
+        samples = [(t, g) for t in tasks for g in range(args.group)]
+        rollouts = run_rollouts(args.env, samples, policy, think=think, concurrency=args.concurrency,
+                                seed=args.seed * 1000 + it, on_progress=done, clock0=t_start,
+                                env_kwargs={"cache": use_cache, "selector": selector, "speculate_k": args.speculate_k,
+                                            "stats_sink": envs_stats})
+        steps = sum(len(r.steps) for r in rollouts)
+        hit_rates.append(round(sum(r.hits for r in rollouts) / max(1, steps), 4))
+        rewards += [r.reward for r in rollouts]
+        for s in envs_stats:
+            matched += s["matched"]
+            predicted += s["matched"] + s["aborted"]
+        recorded += [r.trajectory(it) for r in rollouts]
+    wall = time.monotonic() - t_start
+    stop.set()
+    mon.join()
+    bar.close()
+    return {"wall_s": round(wall, 2), "peak_memory_mb": round(peak[0] / 2**20, 1), "hit_rate_per_iteration": hit_rates,
+            "spec_accuracy": round(matched / predicted, 4) if use_spec and predicted else None,
+            "running_over_time": running, "rewards": rewards}
+
+
+def _canonical(env_id: str, actions) -> list[str]:
+    adapter = adapter_for(env_id)
+    return [adapter.canonical_action(a) for a in actions]
+
+
+def plot(result: dict, out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cfgs = result["configs"]
+    names = list(cfgs)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.bar(names, [cfgs[n]["wall_s"] for n in names], color=["gray", "tab:blue", "tab:orange", "tab:green"][: len(names)])
+    ax.set(ylabel="epoch wall time (s)", title="Replayed GRPO epoch (BunshinRL Fig. 8 style)")
+    for i, n in enumerate(names):
+        ax.text(i, cfgs[n]["wall_s"], f"{cfgs[n]['wall_s']:.0f}s", ha="center", va="bottom")
+    fig.tight_layout()
+    fig.savefig(out / "epoch_wall.png", dpi=120)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for n in names:
+        pts = cfgs[n]["running_over_time"]
+        ax.step([p[0] for p in pts], [p[1] for p in pts], where="post", label=n)
+    ax.set(xlabel="time (s)", ylabel="rollouts running", title="Rollouts still running (Fig. 10 style)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "epoch_running.png", dpi=120)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for n in names:
+        hr = cfgs[n]["hit_rate_per_iteration"]
+        ax.plot(range(1, len(hr) + 1), hr, marker="o", label=n)
+    ax.set(xlabel="iteration", ylabel="prefix-cache hit rate", ylim=(0, 1), title="Hit rate per iteration (Fig. 11 style)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "epoch_hits.png", dpi=120)
