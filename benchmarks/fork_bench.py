@@ -7,7 +7,9 @@ used by source + clones above the pre-run baseline. Baseline in the same run: th
 (plain CRIU restore) and the os.fork() floor for the same memory size.
 
 Writes OUT/fork.json (rows {"backend", "clones", "snapshot_s", "prepare_s", "fork_p50_s", "memory_mb",
-"workspace_mb", "os_fork_floor_s"}) and OUT/fork.png.
+"workspace_mb", "os_fork_floor_s", "pss_mb", "workspace_pss_mb"}) and OUT/fork.png. memory_mb is host memory
+above the pre-run baseline (what the issue asks; noisy on a shared machine), pss_mb the summed PSS of
+source + clones (only this benchmark's processes).
 Full run:  bunshin bench fork --clones 1,2,4,8,16 --out bench-out/fork
 CI scale:  bunshin bench fork --clones 1,2 --hold-mb 16 --no-browser --out /tmp/fork
 """
@@ -92,6 +94,7 @@ def run(args: Args) -> list[dict]:
         ws.call("probe.tcp_open")
         time.sleep(2)
         workspace_mb = (host_memory_used() - baseline) / 2**20
+        workspace_pss_mb = ws.memory().pss / 2**20
         floor = os_fork_floor(int(ws.memory().rss / 2**20))
         bar = tqdm(total=len(backends) * sum(args.clones), desc="fork bench", unit="clone")
         for backend in backends:
@@ -112,6 +115,8 @@ def run(args: Args) -> list[dict]:
                         c.call("probe.counter")
                     _settle(backend, args.settle_max_s)
                     memory_mb = (host_memory_used() - baseline) / 2**20
+                    # PSS of source + clones: immune to other programs on a shared machine
+                    pss_mb = (ws.memory().pss + sum(c.memory().pss for c in clones)) / 2**20
                 finally:
                     for c in clones:
                         c.destroy()
@@ -119,6 +124,7 @@ def run(args: Args) -> list[dict]:
                 rows.append({"backend": backend, "clones": n, "snapshot_s": round(snap.dump_s, 4),
                              "prepare_s": round(prepare_s, 4), "fork_p50_s": round(statistics.median(times), 4),
                              "memory_mb": round(memory_mb, 1), "workspace_mb": round(workspace_mb, 1),
+                             "pss_mb": round(pss_mb, 1), "workspace_pss_mb": round(workspace_pss_mb, 1),
                              "os_fork_floor_s": round(floor, 6)})
                 bar.write(json.dumps(rows[-1]))
                 time.sleep(1)
@@ -140,7 +146,8 @@ def _plot(rows: list[dict], path: Path) -> None:
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
     for backend in sorted({r["backend"] for r in rows}):
         rs = sorted((r for r in rows if r["backend"] == backend), key=lambda r: r["clones"])
-        ax1.plot([r["clones"] for r in rs], [r["memory_mb"] for r in rs], marker="o", label=backend)
+        ax1.plot([r["clones"] for r in rs], [r["memory_mb"] for r in rs], marker="o", label=f"{backend} (host)")
+        ax1.plot([r["clones"] for r in rs], [r["pss_mb"] for r in rs], marker="x", ls="--", label=f"{backend} (PSS)")
         ax2.plot([r["clones"] for r in rs], [r["fork_p50_s"] * 1000 for r in rs], marker="o", label=backend)
     if rows:
         ax1.axhline(rows[0]["workspace_mb"], color="gray", ls=":", label="source workspace alone")

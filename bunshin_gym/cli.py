@@ -131,10 +131,11 @@ def bench_fork(
 
     rows = run(Args(out=str(out), clones=_ints(clones), backends=tuple(b for b in backends.split(",") if b),
                     hold_mb=hold_mb, browser=browser, settle_max_s=settle_max_s))
-    typer.echo(f"{'backend':<9} {'clones':>6} {'snapshot_s':>10} {'fork_p50_s':>10} {'memory_mb':>10}")
+    typer.echo(f"{'backend':<9} {'clones':>6} {'snapshot_s':>10} {'prepare_s':>9} {'fork_p50_s':>10} "
+               f"{'memory_mb':>10} {'pss_mb':>8}")
     for r in rows:
-        typer.echo(f"{r['backend']:<9} {r['clones']:>6} {r['snapshot_s']:>10.3f} {r['fork_p50_s']:>10.3f} "
-                   f"{r['memory_mb']:>10.1f}")
+        typer.echo(f"{r['backend']:<9} {r['clones']:>6} {r['snapshot_s']:>10.3f} {r['prepare_s']:>9.3f} "
+                   f"{r['fork_p50_s']:>10.3f} {r['memory_mb']:>10.1f} {r['pss_mb']:>8.1f}")
     typer.echo(f"wrote {out / 'fork.json'} and {out / 'fork.png'}")
 
 

@@ -105,13 +105,31 @@ class MemfileBackend(Backend):
 
 
 class KmodBackend(Backend):
+    """Copy-on-write holders of the bunshin_cow kernel module (kmod/; forkcore/kmod_backend.py)."""
+
     name = "kmod"
 
     def missing(self) -> str | None:
         if not KMOD_DEVICE.exists():
             return (f"kmod: {KMOD_DEVICE} is absent; load the bunshin_cow module (kmod/README.md) in a kernel "
                     "that supports modules (this machine's host kernel does not)")
-        return "kmod: the forkcore restore path for the module is not implemented yet (issue: kmod backend)"
+        if os.environ.get("BUNSHIN_KMOD_DISABLE"):
+            return "kmod: disabled by BUNSHIN_KMOD_DISABLE"
+        try:
+            import pycriu.images  # noqa: F401
+        except ImportError:
+            return ("kmod: pycriu is not importable (it comes with CRIU: run `bash scripts/setup.sh`, which "
+                    f"links {paths.PREFIX}/criu/python into the venv)")
+        if not os.access(KMOD_DEVICE, os.R_OK | os.W_OK):
+            return f"kmod: {KMOD_DEVICE} is not readable and writable by this user (root needed)"
+        return None
+
+    def prepare(self, snapshot) -> Path:
+        from .kmod_backend import prepare_kmod_images
+
+        if "kmod" not in snapshot.backend_data:
+            snapshot.backend_data["kmod"] = prepare_kmod_images(snapshot, str(KMOD_DEVICE))
+        return snapshot.backend_data["kmod"].images
 
 
 _BACKENDS = {b.name: b for b in (KmodBackend(), MemfileBackend(), KsmBackend(), PrivateBackend())}
@@ -137,6 +155,9 @@ def get_backend(name: str = "auto") -> Backend:
 
 
 def release_backend_data(snapshot) -> None:
+    kmod = snapshot.backend_data.pop("kmod", None)
+    if kmod is not None:
+        kmod.release()  # closes the owner fd: the module releases the holders; clone mappings keep their pages
     mem = snapshot.backend_data.pop("memfile", None)
     if mem is not None:
         shutil.rmtree(paths.SHM_DIR / snapshot.id, ignore_errors=True)

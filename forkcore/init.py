@@ -47,6 +47,12 @@ def _make_dev(root: str) -> None:
     for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
                          ("stderr", "/proc/self/fd/2"), ("ptmx", "pts/ptmx")):
         os.symlink(target, f"{dev}/{name}")
+    try:  # the kmod memory backend maps /dev/bunshin_cow in clones (kmod_backend.py); only where it is loaded
+        st = os.stat("/dev/bunshin_cow")
+        if st.st_mode & 0o170000 == 0o020000:
+            os.mknod(f"{dev}/bunshin_cow", 0o600 | 0o020000, st.st_rdev)
+    except OSError:
+        pass
     os.mkdir(f"{dev}/pts")
     os.mkdir(f"{dev}/shm")
     _mount("devpts", f"{dev}/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620")

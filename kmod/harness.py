@@ -46,6 +46,7 @@ __all__ = [
     "boot_guest",
     "run_guest",
     "run_tests",
+    "run_forkcore_guest_test",
     "main",
 ]
 
@@ -126,8 +127,9 @@ class Result:
             "detected": "negative control: detected leak as expected",
             "missed": "negative control: leak NOT detected (the test would miss the bug)",
             "missing": "negative control: did not run",
-        }[self.negative_control]
-        lines.append(nc)
+        }.get(self.negative_control)
+        if nc:  # "n/a" for runs without a negative control (the forkcore guest test)
+            lines.append(nc)
         lines += [f"PROBLEM {p}" for p in self.problems]
         lines.append("RESULT " + ("PASS" if self.passed else "FAIL"))
         return "\n".join(lines)
@@ -448,6 +450,156 @@ def run_tests(out_dir: str | os.PathLike | None = None, timeout: float = 420.0,
     return res
 
 
+# ------------------------------------------------- forkcore end to end (host root over 9p)
+
+#: modules loaded in the initramfs, in dependency order, before the host root is mounted over 9p
+HOSTROOT_MODULES = (
+    "kernel/drivers/virtio/virtio_ring.ko", "kernel/drivers/virtio/virtio.ko",
+    "kernel/drivers/virtio/virtio_pci_modern_dev.ko", "kernel/drivers/virtio/virtio_pci_legacy_dev.ko",
+    "kernel/drivers/virtio/virtio_pci.ko", "kernel/fs/netfs/netfs.ko", "kernel/fs/fscache/fscache.ko",
+    "kernel/net/9p/9pnet.ko", "kernel/net/9p/9pnet_virtio.ko", "kernel/fs/9p/9p.ko",
+    "kernel/fs/overlayfs/overlay.ko",
+)
+GUEST_STAGE2 = KMOD_DIR / "guest" / "stage2.sh"
+
+
+def _hostroot_init(stage2: str, stage2_args: list[str], mods: list[str]) -> str:
+    loads = "\n".join(f"insmod /lib/modules/{Path(m).name} || echo 'FAIL insmod_{Path(m).stem}'" for m in mods)
+    args = " ".join(f"'{a}'" for a in stage2_args)
+    return f"""#!/bin/sh
+/bin/busybox --install -s /bin
+export PATH=/bin:/sbin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+echo "BCOW-GUEST start kernel=$(uname -r) cpus=$(nproc) mem=$(grep MemTotal /proc/meminfo)"
+{loads}
+insmod /bunshin_cow.ko || echo 'FAIL insmod_bunshin_cow'
+mkdir -p /newroot
+mount -t 9p -o trans=virtio,version=9p2000.L,ro,cache=loose,msize=512000 hostroot /newroot \\
+  || {{ echo 'FAIL mount_hostroot'; poweroff -f; }}
+umount /proc /sys
+umount /dev
+exec switch_root /newroot /bin/sh {stage2} {args}
+"""
+
+
+def boot_hostroot_guest(kernel: Kernel, initrd: Path, mem_mb: int = 3072, smp: int = 2,
+                        timeout: float = 1800.0, log_path: Path | None = None) -> GuestRun:
+    """Boot ``kernel`` with the host's / exported read-only over virtio-9p (tag ``hostroot``)."""
+    qemu = _need("qemu-system-x86_64", "qemu-system-x86")
+    cmd = [
+        qemu, "-accel", "tcg", "-cpu", "max", "-smp", str(smp), "-m", str(mem_mb),
+        "-nic", "none", "-nographic", "-no-reboot", "-kernel", str(kernel.vmlinuz),
+        "-initrd", str(initrd),
+        "-virtfs", "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
+        "-append", "console=ttyS0 quiet panic=-1 oops=panic",
+    ]
+    t0 = time.monotonic()
+    out = open(log_path, "w+b") if log_path else tempfile.TemporaryFile()
+    with out:
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            proc.wait(timeout=timeout)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            timed_out = True
+        out.seek(0)
+        text = out.read().decode("utf-8", "replace").replace("\r", "")
+    return GuestRun(text, None if timed_out else proc.returncode, timed_out, time.monotonic() - t0)
+
+
+FORKCORE_REQUIRED_CHECKS = ("kmod_backend_available", "capture_covers_hold", "clones_use_kmod",
+                            "source_counter_unaffected", "source_digest_unaffected", "clones_map_holders",
+                            "memory_one_copy", "everything_released")
+
+
+def judge_forkcore(run: GuestRun, kernel: str, seconds: float, clones: int) -> Result:
+    """Judge the console of the forkcore guest (kmod/guest_forkcore.py)."""
+    checks: list[tuple[str, str, str]] = []
+    problems: list[str] = []
+    summary: list[str] = []
+    in_dmesg = False
+    for line in run.console.splitlines():
+        s = line.strip()
+        if s in ("BCOW-DMESG-BEGIN", "BCOW-DMESG-END"):
+            in_dmesg = s == "BCOW-DMESG-BEGIN"
+            continue
+        m = re.match(r"^(PASS|FAIL) ([^\s:]+):? ?(.*)$", s)
+        if m and not in_dmesg:
+            checks.append((m.group(2), m.group(1), m.group(3)))
+        if s.startswith(("SUMMARY", "INFO", "BCOW-GUEST start")):
+            summary.append(s)
+        if BAD_LINE.search(s):
+            problems.append(("dmesg: " if in_dmesg else "console: ") + s)
+    names = {n for n, st, _ in checks if st == "PASS"}
+    needed = list(FORKCORE_REQUIRED_CHECKS)
+    if any(n == "hold_not_copied" for n, _, _ in checks):
+        needed.append("hold_not_copied")
+    for i in range(clones):
+        needed += [f"clone{i}_hold_digest_equals_source", f"clone{i}_counter_is_snapshot_time",
+                   f"clone{i}_counter_inc_private", f"clone{i}_echo_over_restored_tcp", f"clone{i}_files"]
+    for n in needed:
+        if n not in names:
+            problems.append(f"check {n} did not pass")
+    if not any(x.startswith("SUMMARY forkcore-kmod:") for x in summary):
+        problems.append("no SUMMARY from kmod.guest_forkcore (crashed or hung?)")
+    if run.timed_out:
+        problems.append(f"guest timed out after {run.seconds:.0f} s")
+    if "BCOW-GUEST done" not in run.console:
+        problems.append("guest did not reach the end of its init script")
+    return Result(passed=not problems, checks=checks, problems=problems, negative_control="n/a",
+                  summary=summary, kernel=kernel, seconds=seconds, console=run.console)
+
+
+def run_forkcore_guest_test(out_dir: str | os.PathLike | None = None, hold_mb: int = 200, clones: int = 4,
+                            timeout: float = 2400.0, mem_mb: int = 3072,
+                            build_dir: str | os.PathLike | None = None, kernel_version: str | None = None,
+                            private_reference: bool = False) -> Result:
+    """forkcore's kmod backend end to end in a guest: workspace → CRIU snapshot → ``clones`` kmod clones.
+
+    The guest boots the Debian kernel with the module and overlay loaded and switches root to the host's /
+    (read-only over 9p; tmpfs for the writable dirs, kmod/guest/stage2.sh), so the project's venv, CRIU
+    (/opt/bunshin/criu) and util-linux are the host's. Needs root on the host (9p export of /), CRIU and
+    pycriu installed by scripts/setup.sh. Judged by :func:`judge_forkcore`.
+    """
+    t0 = time.monotonic()
+    kernel = find_kernel(kernel_version)
+    _need("qemu-system-x86_64", "qemu-system-x86")
+    if os.geteuid() != 0:
+        raise HarnessError("the forkcore guest test exports the host's / over 9p and must run as root")
+    if not Path("/opt/bunshin/venv/bin/python").exists():
+        raise HarnessError("/opt/bunshin/venv is missing: run `bash scripts/setup.sh` first")
+    build = Path(build_dir or DEFAULT_BUILD_DIR)
+    build.mkdir(parents=True, exist_ok=True)
+    ko = build_module(kernel, build)
+    files: dict[str, Path | bytes] = {"/bunshin_cow.ko": ko}
+    mods = []
+    for m in HOSTROOT_MODULES:
+        host = kernel.modules_dir / m
+        if not host.is_file():
+            raise HarnessError(f"{host} is missing (the guest needs it to mount the host root / workspaces)")
+        files[f"/lib/modules/{host.name}"] = host
+        mods.append(m)
+    args = [str(KMOD_DIR.parent), str(hold_mb), str(clones), "1" if private_reference else "0"]
+    initrd = build / "initramfs-forkcore.cpio"
+    write_initramfs(initrd, files, _hostroot_init(str(GUEST_STAGE2), args, mods))
+    log_path = None
+    if out_dir:
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        log_path = Path(out_dir) / "console-forkcore.log"
+    run = boot_hostroot_guest(kernel, initrd, mem_mb=mem_mb, timeout=timeout, log_path=log_path)
+    res = judge_forkcore(run, kernel.version, time.monotonic() - t0, clones)
+    if out_dir:
+        res.console_path = str(log_path)
+        d = dataclasses.asdict(res)
+        d.pop("console")
+        (Path(out_dir) / "result-forkcore.json").write_text(json.dumps(d, indent=2))
+    return res
+
+
 def main(argv: list[str] | None = None) -> int:
     """CLI: build, boot, test; print the report; exit 0 on PASS, 1 on FAIL, 2 on missing tools."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -456,9 +608,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mem", type=int, default=1024, help="guest memory in MiB")
     ap.add_argument("--kernel", help="kernel version (default: newest with headers)")
     ap.add_argument("--build-dir", help=f"build directory (default {DEFAULT_BUILD_DIR})")
+    ap.add_argument("--forkcore", action="store_true",
+                    help="run the forkcore kmod-backend end-to-end guest test instead (root; host root over 9p)")
+    ap.add_argument("--hold-mb", type=int, default=200, help="--forkcore: MiB held by the probe workspace")
+    ap.add_argument("--clones", type=int, default=4, help="--forkcore: number of kmod clones")
+    ap.add_argument("--private-reference", action="store_true",
+                    help="--forkcore: also restore one private-backend clone for comparison")
     args = ap.parse_args(argv)
     try:
-        res = run_tests(args.out, args.timeout, args.mem, args.build_dir, args.kernel)
+        if args.forkcore:
+            res = run_forkcore_guest_test(args.out, args.hold_mb, args.clones,
+                                          timeout=max(args.timeout, 2400.0), mem_mb=max(args.mem, 3072),
+                                          build_dir=args.build_dir, kernel_version=args.kernel,
+                                          private_reference=args.private_reference)
+        else:
+            res = run_tests(args.out, args.timeout, args.mem, args.build_dir, args.kernel)
     except HarnessError as e:
         print(f"kmod harness: {e}", file=sys.stderr)
         return 2
