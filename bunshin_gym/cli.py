@@ -180,20 +180,34 @@ def bench_lookup(nodes: str = typer.Option("1000,100000", help="tree sizes"),
 
 
 @kmod_app.command("test")
-def kmod_test(out: Optional[Path] = typer.Option(None, help="keep the guest's console log here")) -> None:
+def kmod_test(out: Optional[Path] = typer.Option(None, help="keep the guest's console log here"),
+              forkcore: bool = typer.Option(True, help="also fork a CRIU workspace with the kmod backend in the "
+                                                       "guest (~6-10 min under TCG)")) -> None:
     """Build the module, boot Debian's kernel under qemu and run the module's tests in the guest."""
-    from kmod.harness import run_tests
+    from kmod.harness import run_forkcore_guest_test, run_tests
 
-    result = run_tests(out_dir=out)
-    typer.echo(result.report())
-    raise typer.Exit(0 if result.passed else 1)
+    results = [run_tests(out_dir=out)]
+    if forkcore:
+        results.append(run_forkcore_guest_test(out_dir=out))
+    for r in results:
+        typer.echo(r.report())
+    raise typer.Exit(0 if all(r.passed for r in results) else 1)
 
 
 @app.command()
-def demo(clones: str = typer.Option("1,2,4", help="clone counts for the fork demo"),
-         out: Path = typer.Option(Path("bench-out/demo"), help="where JSON and PNG go")) -> None:
-    """What a newcomer should see first: live-fork a workspace with each memory backend, side by side."""
-    bench_fork(clones=clones, out=out, backends="private,ksm,memfile", hold_mb=100, browser=True,
+def demo(out: Path = typer.Option(Path("bench-out/demo"), help="where JSON and PNGs go"),
+         tasks: int = typer.Option(2, help="tasks"), group: int = typer.Option(4, help="GRPO group size"),
+         iterations: int = typer.Option(2, help="iterations")) -> None:
+    """What a newcomer should see first: a small replayed GRPO epoch on BunshinWebArena-v0, Base vs
+    Cache+Spec, then live-forking one workspace with each memory backend."""
+    from benchmarks.epoch_bench import Args, run
+
+    typer.echo("== GRPO epoch: base (no reuse) vs cache_spec (prefix cache + speculation) ==")
+    result = run(Args(env="BunshinWebArena-v0", tasks=tasks, group=group, iterations=iterations, concurrency=4,
+                      think_median_s=1.5, configs=("base", "cache_spec"), out=str(out / "epoch")))
+    _print_epoch(result)
+    typer.echo("\n== fork latency and memory per backend ==")
+    bench_fork(clones="1,4", out=out / "fork", backends="private,ksm,memfile", hold_mb=100, browser=True,
                settle_max_s=30.0)
 
 

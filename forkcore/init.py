@@ -110,28 +110,38 @@ def _loopback_up() -> None:
         fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sh14x", b"lo", flags | IFF_UP))
 
 
+def _is_ready(kind: str, arg: str) -> bool:
+    try:
+        if kind == "file":
+            return os.path.exists(arg)
+        if kind == "tcp":
+            with socket.create_connection(("127.0.0.1", int(arg)), timeout=0.5):
+                return True
+        if kind == "unix":
+            with socket.socket(socket.AF_UNIX) as s:
+                s.settimeout(0.5)
+                s.connect(arg)
+                return True
+    except OSError:
+        pass
+    return False
+
+
 def _wait_ready(ready: str | None, proc: subprocess.Popen, timeout: float, name: str) -> None:
+    """Wait until `ready` holds. The condition is checked before the exit status, so a one-shot service
+    (e.g. one that seeds a directory, then writes its ready file and exits 0) counts as started; a service
+    that exits before its condition holds fails the workspace."""
     if not ready:
         return
     kind, _, arg = ready.partition(":")
     deadline = time.monotonic() + timeout
     while True:
-        if proc.poll() is not None:
+        exited = proc.poll() is not None  # read first: a service that exits right after becoming ready is fine
+        if _is_ready(kind, arg):
+            return
+        if exited:
             raise RuntimeError(f"service {name!r} exited with {proc.returncode} before it was ready "
                                f"(log: {RUN_DIR}/log/{name}.log)")
-        try:
-            if kind == "file" and os.path.exists(arg):
-                return
-            if kind == "tcp":
-                with socket.create_connection(("127.0.0.1", int(arg)), timeout=0.5):
-                    return
-            if kind == "unix":
-                with socket.socket(socket.AF_UNIX) as s:
-                    s.settimeout(0.5)
-                    s.connect(arg)
-                    return
-        except OSError:
-            pass
         if time.monotonic() > deadline:
             raise RuntimeError(f"service {name!r} not ready ({ready}) after {timeout:.0f}s "
                                f"(log: {RUN_DIR}/log/{name}.log)")

@@ -284,6 +284,10 @@ class Workspace:
             self._check_alive("snapshot")
             if self._frozen:
                 raise WorkspaceError(f"workspace {self.id} is frozen; thaw() it before snapshot()")
+            if self.backend == "kmod":
+                raise SnapshotError(f"workspace {self.id} was restored with the kmod backend, whose device mappings "
+                                    "CRIU cannot dump (kmod/README.md, design (b) limits); fork its parent snapshot "
+                                    "again, or restore with backend='memfile' when clones must be snapshotted")
             self.client.close()  # CRIU cannot dump a unix socket whose peer is outside the tree
             snap_id = uuid.uuid4().hex[:12]
             snap_dir = paths.STATE_DIR / "snapshots" / snap_id

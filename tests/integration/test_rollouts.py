@@ -1,0 +1,62 @@
+"""Rollouts and the benchmarks at CI scale: results never depend on cache or speculation."""
+from __future__ import annotations
+
+import json
+
+import gymnasium as gym
+import pytest
+
+import bunshin_gym  # noqa: F401
+
+pytestmark = [pytest.mark.criu, pytest.mark.browser]
+
+
+def test_speculation_gives_the_same_steps_as_fresh_execution():
+    from bunshin_gym.speculation import SelectorConfig, SpecToolSelector, Trajectory, TrajectoryStep
+
+    from .test_webarena_gym import TASK, _run
+
+    fresh = gym.make("BunshinWebArena-v0", task_id=TASK, cache=False)
+    adapter = fresh.unwrapped.adapter
+    oracle = adapter.oracle_actions(adapter.load_task(TASK))
+    sigs = [adapter.canonical_action(a) for a in oracle]
+    selector = SpecToolSelector(SelectorConfig(model="ngram")).fit([Trajectory(TASK, tuple(map(TrajectoryStep, sigs)))] * 3)
+    spec = gym.make("BunshinWebArena-v0", task_id=TASK, cache=False, selector=selector, diagnostics=True)
+    detour = oracle[:1] + ["scroll [down]"] + oracle[1:]  # the chain mispredicts once: abort, then recover
+    try:
+        for actions in (oracle, detour):
+            assert _run(spec, actions) == _run(fresh, actions)
+        stats = spec.unwrapped.spec_stats
+        assert stats["matched"] > 0 and stats["aborted"] > 0
+    finally:
+        fresh.close()
+        spec.close()
+
+
+def test_epoch_benchmark_rewards_are_identical_across_configurations(tmp_path):
+    from benchmarks.epoch_bench import Args, run
+
+    result = run(Args(tasks=1, group=2, iterations=2, concurrency=2, think_median_s=0.3, out=str(tmp_path)),
+                 progress=False)
+    cfgs = result["configs"]
+    assert set(cfgs) == {"base", "cache", "spec", "cache_spec"}
+    rewards = [c["rewards"] for c in cfgs.values()]
+    assert all(r == rewards[0] for r in rewards) and len(rewards[0]) == 4
+    assert cfgs["base"]["hit_rate_per_iteration"] == [0.0, 0.0]
+    assert cfgs["cache"]["hit_rate_per_iteration"][1] > 0, "iteration 2 replays iteration 1's prefixes"
+    assert cfgs["spec"]["spec_accuracy"] is not None
+    on_disk = json.loads((tmp_path / "epoch.json").read_text())
+    assert on_disk["configs"]["cache"]["wall_s"] > 0
+    for png in ("epoch_wall.png", "epoch_running.png", "epoch_hits.png"):
+        assert (tmp_path / png).stat().st_size > 1000
+
+
+def test_fork_benchmark_writes_rows_and_plot(tmp_path):
+    from benchmarks.fork_bench import Args, run
+
+    rows = run(Args(out=str(tmp_path), clones=(1, 2), backends=("private", "memfile"), hold_mb=16, browser=False,
+                    settle_max_s=1.0))
+    assert [(r["backend"], r["clones"]) for r in rows] == [("private", 1), ("private", 2), ("memfile", 1), ("memfile", 2)]
+    assert all(r["fork_p50_s"] > 0 and r["pss_mb"] > 0 for r in rows)
+    assert json.loads((tmp_path / "fork.json").read_text()) == rows
+    assert (tmp_path / "fork.png").stat().st_size > 1000
