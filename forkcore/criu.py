@@ -50,6 +50,10 @@ def kernel_needs_sockshim() -> bool:
 
 def criu_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LD_", "PYTHON"))}
+    # CRIU saves a workspace's tmpfs mounts (/tmp, /home, /root, ...) with `tar`; GNU tar's default format
+    # keeps whole-second mtimes, so every restored file looked modified to apps that remember the exact
+    # mtime (Mousepad/GIO etags: "document externally modified" on save). POSIX (pax) keeps nanoseconds.
+    env["TAR_OPTIONS"] = "--format=posix"
     if kernel_needs_sockshim():
         if not paths.SOCKSHIM.exists():
             raise CriuUnavailable(f"this kernel ({platform.release()}) needs the getsockopt shim for CRIU 4.1.1, "
