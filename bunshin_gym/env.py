@@ -16,7 +16,6 @@ from typing import Any
 
 import gymnasium as gym
 import logging
-import numpy as np
 
 from forkcore import ExecutorError, Snapshot, Workspace
 

@@ -8,11 +8,10 @@ execution behind it. Trajectories feed the Spec Tool Selector (see speculation/t
 """
 from __future__ import annotations
 
-import json
 import random
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, Sequence
 
 import gymnasium as gym

@@ -12,11 +12,9 @@ import ctypes
 import hashlib
 import http.server
 import mmap
-import os
 import socket
 import socketserver
 import sys
-import threading
 import time
 
 from .spec import ServiceSpec, WorkspaceSpec

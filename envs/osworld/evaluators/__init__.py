@@ -13,12 +13,12 @@ Semantics (as OSWorld's DesktopEnv.evaluate):
 
 from __future__ import annotations
 
-from typing import Any
 
 from ..errors import EvaluatorError, OSWorldError
 from . import getters, metrics
 from .getters import GETTERS, get_value
 from .metrics import METRICS
+from ..tasks import _thaw  # one JSON thaw for tasks and evaluators
 
 __all__ = ["evaluate", "GETTERS", "METRICS", "getters", "metrics"]
 
@@ -74,12 +74,3 @@ def evaluate(task, session, last_action: str | None = None, *, details: list | N
     if not scores:
         return 0.0
     return max(scores) if ev.conj == "or" else sum(scores) / len(scores)
-
-
-def _thaw(x: Any) -> Any:
-    from collections.abc import Mapping
-    if isinstance(x, Mapping):
-        return {k: _thaw(v) for k, v in x.items()}
-    if isinstance(x, tuple):
-        return [_thaw(v) for v in x]
-    return x
