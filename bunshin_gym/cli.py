@@ -168,6 +168,21 @@ def _print_epoch(result: dict) -> None:
     typer.echo(f"rewards identical across configurations: {same} (mean {sum(rewards[0]) / max(1, len(rewards[0])):.2f})")
 
 
+@bench.command("webarena")
+def bench_webarena(out: Path = typer.Option(Path("bench-out/webarena"), help="output directory"),
+                   quick: bool = typer.Option(False, help="CI scale: one env, two resets"),
+                   browsergym: str = typer.Option("auto", help="BrowserGym baseline: auto (if installed) | on | off"),
+                   backend: str = typer.Option("auto", help="forkcore memory backend")) -> None:
+    """Reset/step latency and per-env PSS, Bunshin vs BrowserGym in the same run → OUT/webarena.json + .png."""
+    from benchmarks.webarena_bench import Args, run
+
+    if browsergym not in ("auto", "on", "off"):
+        raise typer.BadParameter(f"--browsergym {browsergym!r}: use auto, on or off")
+    run(Args(out=str(out), quick=quick, browsergym=browsergym, backend=backend))
+    typer.echo((out / "webarena.json").read_text()[:2000])
+    typer.echo(f"wrote {out / 'webarena.json'} and {out / 'webarena.png'}")
+
+
 @bench.command("lookup")
 def bench_lookup(nodes: str = typer.Option("1000,100000", help="tree sizes"),
                  out: Path = typer.Option(Path("bench-out/lookup"), help="output directory")) -> None:

@@ -117,4 +117,6 @@ else
 fi
 # OSWorld's own metric functions, test-only, in a separate venv (differential test of envs/osworld).
 bash envs/osworld/install_reference.sh
+# BrowserGym in its own venv (it pins an older Playwright): the baseline of `bunshin bench webarena`.
+bash scripts/install_browsergym.sh
 say "done. Check the machine with: $PREFIX/venv/bin/bunshin doctor"
