@@ -13,6 +13,8 @@ mount -t devtmpfs devtmpfs /dev
 mkdir -p /dev/pts /dev/shm
 mount -t devpts devpts /dev/pts
 mount -t tmpfs -o mode=1777 tmpfs /dev/shm
+# The checkout may live under a dir about to get a tmpfs (CI clones into /tmp): bind it somewhere safe first.
+mount -t tmpfs -o mode=755 tmpfs /mnt && mkdir -p /mnt/repo && mount --bind "$REPO" /mnt/repo && REPO=/mnt/repo
 for d in /tmp /var/tmp; do mount -t tmpfs -o mode=1777 tmpfs $d; done
 for d in /run /var/lib/bunshin /root /var/log; do mount -t tmpfs -o mode=755 tmpfs $d; done
 mount -t cgroup2 cgroup2 /sys/fs/cgroup || echo "INFO cgroup2 mount failed"

@@ -214,3 +214,32 @@ def test_invalid_spec_is_rejected():
         validate_spec(WorkspaceSpec("x", layers=("relative/dir",)))
     with pytest.raises(ValueError, match="name"):
         validate_spec(WorkspaceSpec("bad name!"))
+
+
+def test_one_shot_service_and_sub_second_mtimes_survive_a_fork():
+    """A service that writes its ready file and exits counts as started (the next one runs after it); files
+    on the workspace's tmpfs keep their nanosecond mtimes across snapshot/restore (apps compare them)."""
+    from forkcore import ServiceSpec, WorkspaceSpec
+
+    seed = ServiceSpec.make("seed", ["sh", "-c", "mkdir -p /home/u && echo hi > /home/u/f && touch -d "
+                                     "'2024-01-02 03:04:05.123456789' /home/u/f && touch /home/u/ready"],
+                            ready="file:/home/u/ready", ready_timeout_s=20)
+    after = ServiceSpec.make("after", ["sh", "-c", "cat /home/u/f > /tmp/after; exec sleep 1000"],
+                             ready="file:/tmp/after", ready_timeout_s=20)
+    ws = Workspace.start(WorkspaceSpec("oneshot", services=(seed, after)))
+    try:
+        assert ws.exec(["cat", "/tmp/after"])["stdout"] == "hi\n"
+        snap = ws.snapshot()
+        try:
+            (c,) = snap.fork(1, backend="private")
+            try:
+                assert c.exec(["stat", "-c", "%y", "/home/u/f"])["stdout"].startswith("2024-01-02 03:04:05.123456789")
+            finally:
+                c.destroy()
+        finally:
+            snap.release()
+    finally:
+        ws.destroy()
+    failing = ServiceSpec.make("bad", ["sh", "-c", "exit 3"], ready="file:/nonexistent", ready_timeout_s=20)
+    with pytest.raises(Exception, match="exited with 3 before it was ready"):
+        Workspace.start(WorkspaceSpec("oneshotbad", services=(failing,)))
