@@ -18,6 +18,8 @@ Observation (dict):
 
 Action: a string in WebArena's syntax (``click [12]``, ``type [5] [shoes] [1]``, ``stop [answer]`` …) or
 BrowserGym's function style (``click('12')``, ``fill('5', 'shoes')``, ``send_msg_to_user('…')`` …).
+Options: ``viewport`` ((1280, 720)), ``headless`` (True; False runs Chromium headful on an Xvfb inside the
+workspace, e.g. to record the desktop).
 Episode end: ``stop``/``send_msg_to_user`` → evaluation, terminated; ``max_steps`` (30) → evaluation of an
 empty answer, truncated. `info` holds ``last_action_error``, ``task_id``, ``elapsed_steps``.
 
@@ -57,13 +59,16 @@ class WebArenaAdapter(EnvAdapter):
         self.viewport, self.headless = (int(viewport[0]), int(viewport[1])), bool(headless)
 
     def workspace_spec(self) -> WorkspaceSpec:
-        return WorkspaceSpec(
-            name="webarena",
-            services=(ServiceSpec.make("site", site_service_argv(DB_PATH, DEFAULT_PORT), ready=f"tcp:{DEFAULT_PORT}",
-                                       ready_timeout_s=120),),
-            handlers=("envs.webarena.handlers",),
-            env=(("BUNSHIN_WEBARENA_URL", SITE_URL),),
-            hostname="shopping")
+        services = [ServiceSpec.make("site", site_service_argv(DB_PATH, DEFAULT_PORT), ready=f"tcp:{DEFAULT_PORT}",
+                                     ready_timeout_s=120)]
+        env = [("BUNSHIN_WEBARENA_URL", SITE_URL)]
+        if not self.headless:  # headful Chromium on the workspace's own X server
+            w, h = self.viewport
+            services.insert(0, ServiceSpec.make("xvfb", ["Xvfb", ":99", "-screen", "0", f"{w}x{h + 200}x24", "-nolisten",
+                                                         "tcp", "-noreset"], ready="file:/tmp/.X11-unix/X99"))
+            env.append(("DISPLAY", ":99"))
+        return WorkspaceSpec(name="webarena" if self.headless else "webarena-headful", services=tuple(services),
+                             handlers=("envs.webarena.handlers",), env=tuple(env), hostname="shopping")
 
     def warmup_call(self):
         first = load_task(task_ids()[0]).to_dict()  # starts Chromium once, before the base snapshot
