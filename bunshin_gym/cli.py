@@ -183,6 +183,19 @@ def bench_webarena(out: Path = typer.Option(Path("bench-out/webarena"), help="ou
     typer.echo(f"wrote {out / 'webarena.json'} and {out / 'webarena.png'}")
 
 
+@bench.command("osworld")
+def bench_osworld(out: Path = typer.Option(Path("bench-out/osworld"), help="output directory"),
+                  tasks: str = typer.Option("edit-type-unsaved,calc-sum-total", help="task ids"),
+                  forks: int = typer.Option(3, help="clones per task snapshot"),
+                  backend: str = typer.Option("auto", help="forkcore memory backend")) -> None:
+    """Desktop cold start vs fork, action/screenshot/a11y latency, PSS → OUT/osworld.json + OUT/osworld.png."""
+    from benchmarks.osworld_bench import run as osworld_run
+
+    res = osworld_run([t for t in tasks.split(",") if t], forks, backend, str(out))
+    typer.echo(json.dumps({k: v for k, v in res.items() if k != "tasks"}, indent=1))
+    typer.echo(f"wrote {out / 'osworld.json'} and {out / 'osworld.png'}")
+
+
 @bench.command("lookup")
 def bench_lookup(nodes: str = typer.Option("1000,100000", help="tree sizes"),
                  out: Path = typer.Option(Path("bench-out/lookup"), help="output directory")) -> None:

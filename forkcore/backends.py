@@ -6,8 +6,11 @@
   rewritten so that each clone maps them MAP_PRIVATE: clones share the page cache and copy only what they
   write, and restore copies no pages (see memfile.py for the rewrite and its caveats).
 - kmod: the copy-on-write kernel module (kmod/), used when /dev/bunshin_cow exists.
-`get_backend("auto")` takes the best available in that order, kmod first; an explicit name that cannot
-run raises BackendUnavailable naming what is missing.
+`get_backend("auto")` takes the best available of kmod → ksm → private; memfile is used only when asked
+for by name: a memfile clone re-reads snapshot content after MADV_DONTNEED instead of zeros, and
+Chromium's allocator relies on the zeros — memfile clones of a browser crashed ("Page.evaluate: Target
+crashed") in our tests under load. An explicit name that cannot run raises BackendUnavailable naming
+what is missing.
 """
 from __future__ import annotations
 
@@ -21,11 +24,12 @@ from pathlib import Path
 from . import paths
 from .errors import BackendUnavailable
 
-AUTO_ORDER = ("kmod", "memfile", "ksm", "private")
+AUTO_ORDER = ("kmod", "ksm", "private")  # memfile: opt-in only (see the module docstring)
+ALL_BACKENDS = ("kmod", "memfile", "ksm", "private")
 KMOD_DEVICE = Path("/dev/bunshin_cow")
 KSM_DIR = Path("/sys/kernel/mm/ksm")
 #: KSM scan rate while the ksm backend is in use (pages per wake-up; Linux's default of 100 merges ~20 MB/s).
-KSM_PAGES_TO_SCAN = int(os.environ.get("BUNSHIN_KSM_PAGES_TO_SCAN", "4000"))
+KSM_PAGES_TO_SCAN = int(os.environ.get("BUNSHIN_KSM_PAGES_TO_SCAN", "1000"))
 
 
 class Backend:
@@ -136,8 +140,8 @@ _BACKENDS = {b.name: b for b in (KmodBackend(), MemfileBackend(), KsmBackend(), 
 
 
 def backend_report() -> dict[str, str | None]:
-    """{backend name: None if available else what is missing}, in auto order."""
-    return {name: _BACKENDS[name].missing() for name in AUTO_ORDER}
+    """{backend name: None if available else what is missing}, for every backend."""
+    return {name: _BACKENDS[name].missing() for name in ALL_BACKENDS}
 
 
 def get_backend(name: str = "auto") -> Backend:
@@ -147,7 +151,7 @@ def get_backend(name: str = "auto") -> Backend:
                 return _BACKENDS[n]
         raise BackendUnavailable("no memory backend available (even 'private' failed its check)")
     if name not in _BACKENDS:
-        raise ValueError(f"unknown memory backend {name!r}; choose one of {', '.join(('auto',) + AUTO_ORDER)}")
+        raise ValueError(f"unknown memory backend {name!r}; choose one of {', '.join(('auto',) + ALL_BACKENDS)}")
     why = _BACKENDS[name].missing()
     if why:
         raise BackendUnavailable(why)

@@ -499,8 +499,9 @@ class Snapshot:
 
         Args:
             n: number of clones (>= 1).
-            backend: memory backend: "auto" (best available: kmod → memfile → ksm → private), or one of
-                "kmod", "memfile", "ksm", "private". Each clone's `.backend` says which ran.
+            backend: memory backend: "auto" (best available: kmod → ksm → private), or one of
+                "kmod", "memfile" (opt-in, see backends.py), "ksm", "private". Each clone's `.backend` says
+                which ran.
         Raises:
             ValueError (n < 1), BackendUnavailable, RestoreFailed (with the CRIU log tail), SnapshotReleased.
         """
@@ -514,7 +515,7 @@ class Snapshot:
         _set_subreaper()
         impl = get_backend(backend)
         if backend == "auto":
-            skipped = {n: why for n, why in backend_report().items() if why}
+            skipped = {n: why for n, why in backend_report().items() if why and n != "memfile"}
             log.info("backend auto -> %s (unavailable: %s)", impl.name, skipped)
         self.verify()
         with self._prepare_lock:  # concurrent forks of one snapshot prepare it once

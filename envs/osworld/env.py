@@ -1,0 +1,229 @@
+"""BunshinOSWorld-v0: OSWorld-style desktop tasks (terminal, Mousepad, LibreOffice, Chromium), each episode
+in its own forked workspace.
+
+The workspace runs a whole desktop as forkcore services — Xvfb (1920x1080x24 by default), a session D-Bus,
+the AT-SPI bus and openbox, with HOME=/home/user — and forkcore's executor with this package's handlers
+(envs/osworld/handlers.py), which drive the desktop through a `DesktopSession(attach=True)`. Forking the
+workspace copies X server, apps (unsaved text included), HOME and the accessibility bus together.
+
+Observation (dict):
+    ===================  ==================================  ==========================================
+    key                  space                               meaning
+    ===================  ==================================  ==========================================
+    screenshot           Box(0, 255, (H, W, 3), uint8)       the screen (W x H = ``screen_size``,
+                                                             default 1920 x 1080)
+    accessibility_tree   Text (any Unicode)                  OSWorld-style XML of the AT-SPI tree (only
+                                                             on-screen nodes); "" with ``a11y=False``
+    terminal             Text                                text of the newest xterm ("" if none ran)
+    instruction          Text                                the task's instruction
+    last_action_error    Text                                "" or why the last action failed (parse
+                                                             error, or the traceback of code that raised)
+    ===================  ==================================  ==========================================
+
+Action (``action_space`` keyword):
+    ``"pyautogui"`` (default): a Python code string run as OSWorld's VM runs it (``python -c "import
+    pyautogui; import time; pyautogui.FAILSAFE = False; <code>"``), or one of ``WAIT`` / ``FAIL`` / ``DONE``.
+    Space: Text.
+    ``"computer_13"``: OSWorld's 13 structured actions as a JSON string (a dict is accepted as well), e.g.
+    ``'{"action_type": "CLICK", "parameters": {"x": 10, "y": 20}}'``, or ``WAIT`` / ``FAIL`` / ``DONE``.
+    Space: Text (the JSON); coordinates are checked against ``screen_size``.
+Episode end: ``DONE`` → evaluation of the end state, terminated; ``FAIL`` → terminated, reward 1 only for
+infeasible tasks; ``max_steps`` (30) → evaluation of the end state, truncated. A malformed action counts
+as a step, sets ``last_action_error`` and changes nothing. `info` holds ``last_action_error``, ``task_id``,
+``elapsed_steps``. Oracle trajectories (``adapter.oracle_actions``) are pyautogui code.
+
+Other keywords: ``screen_size=(width, height)``, ``a11y=True`` (dump the accessibility tree each step,
+~0.3-2 s; False skips it).
+
+Version history: v0 — first release.
+"""
+from __future__ import annotations
+
+import base64
+import io
+import json
+import re
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+
+from bunshin_gym import ActionError, BunshinEnv, EnvAdapter, StepResult, Task
+from bunshin_gym.spaces import any_text, unicode_charset
+from forkcore import ServiceSpec, WorkspaceSpec
+from forkcore.paths import VENV
+
+from .actions import ACTION_SPACES, SPECIAL_ACTIONS, ActionError as _ParseError, parse_action
+from .desktop import DEFAULT_SIZE, desktop_env, desktop_services
+from .errors import OSWorldError
+from .handlers import DISPLAY, HOME, MARKER
+from .tasks import TASKS_DIR, load_oracle, load_task, task_from_dict
+
+#: Written by the one-shot "home" service once /home/user is seeded (the desktop services start after it).
+HOME_READY = f"{HOME}/.bunshin-run/home-ready"
+_PY = str(VENV / "bin" / "python")
+
+
+def home_service_argv() -> list[str]:
+    """argv of the one-shot service that seeds /home/user (prepare_home) and writes HOME_READY."""
+    code = (f"from envs.osworld.desktop import prepare_home; prepare_home({HOME!r}); "
+            f"open({HOME_READY!r}, 'w').close()")
+    return [_PY, "-c", code]
+
+
+class OSWorldAdapter(EnvAdapter):
+    name = "osworld"
+
+    def __init__(self, action_space: str = "pyautogui", screen_size: tuple[int, int] = DEFAULT_SIZE,
+                 a11y: bool = True) -> None:
+        if action_space not in ACTION_SPACES:
+            raise ValueError(f"action_space={action_space!r}: expected one of {ACTION_SPACES}")
+        if len(screen_size) != 2 or min(int(x) for x in screen_size) < 200:
+            raise ValueError(f"screen_size={screen_size!r}: expected (width, height), each >= 200")
+        self.space = action_space
+        self.screen_size = (int(screen_size[0]), int(screen_size[1]))
+        self.a11y = bool(a11y)
+
+    # ---- workspace -------------------------------------------------------------------------------------
+    def workspace_spec(self) -> WorkspaceSpec:
+        path = desktop_env(HOME, DISPLAY, python_bin=str(VENV / "bin"))["PATH"]
+        services = [ServiceSpec.make("home", home_service_argv(), ready=f"file:{HOME_READY}", ready_timeout_s=60)]
+        for svc in desktop_services(HOME, DISPLAY, self.screen_size, marker=MARKER):
+            env = {**svc.env, "PATH": path}
+            ready = None
+            if svc.name == "xvfb":
+                ready = f"unix:/tmp/.X11-unix/X{DISPLAY}"
+            elif svc.name == "dbus":
+                ready = "unix:" + env["DBUS_SESSION_BUS_ADDRESS"].split("=", 1)[1]
+            services.append(ServiceSpec.make(svc.name, svc.argv, env, cwd=HOME, ready=ready, ready_timeout_s=60))
+        return WorkspaceSpec(
+            name="osworld",
+            services=tuple(services),
+            handlers=("envs.osworld.handlers",),
+            env=(("HOME", HOME), ("BUNSHIN_OSWORLD_A11Y", "1" if self.a11y else "0")),
+            hostname="ubuntu")
+
+    def warmup_call(self):
+        return "osworld.warmup", {"screen_size": list(self.screen_size)}
+
+    # ---- tasks -----------------------------------------------------------------------------------------
+    def task_ids(self) -> list[str]:
+        return sorted(p.stem for p in TASKS_DIR.glob("*.json"))
+
+    def load_task(self, task_id=None, task_config=None) -> Task:
+        try:
+            if task_config is not None:
+                if isinstance(task_config, dict):
+                    t = task_from_dict(task_config)
+                else:
+                    t = load_task(task_config)
+            else:
+                if not isinstance(task_id, str) or task_id not in self.task_ids():
+                    near = ", ".join(self.task_ids()[:6])
+                    raise ValueError(f"task_id={task_id!r}: no such OSWorld task; expected one of {near}, … "
+                                     "(see `bunshin tasks list --env osworld`)")
+                t = load_task(TASKS_DIR / f"{task_id}.json")
+        except OSWorldError as e:
+            raise ValueError(str(e)) from e
+        return Task(id=t.id, config=t.to_dict(), goal=t.instruction)
+
+    def reset_call(self, task: Task):
+        return "osworld.reset", {"task": task.config, "action_space": self.space,
+                                 "screen_size": list(self.screen_size), "a11y": self.a11y}
+
+    def step_call(self, action: str):
+        space, _, body = action.partition(":")
+        if space not in ACTION_SPACES:
+            raise ActionError(f"not a canonical OSWorld action: {action[:80]!r}")
+        if body in SPECIAL_ACTIONS:
+            raw: Any = body
+        elif space == "computer_13":
+            raw = json.loads(body)
+        else:
+            raw = body
+        return "osworld.step", {"action": raw, "action_space": space, "a11y": self.a11y}
+
+    def evaluate_call(self, answer):
+        return "osworld.evaluate", {"last_action": answer}
+
+    # ---- observations ----------------------------------------------------------------------------------
+    def decode(self, raw: Any, task: Task) -> StepResult:
+        from PIL import Image
+
+        img = np.asarray(Image.open(io.BytesIO(base64.b64decode(raw["screenshot_png"]))).convert("RGB"), dtype=np.uint8)
+        obs = {"screenshot": img,
+               "accessibility_tree": _printable(raw.get("accessibility_tree") or "") if self.a11y else "",
+               "terminal": _printable(raw.get("terminal") or ""),
+               "instruction": task.goal,
+               "last_action_error": _printable(raw.get("last_action_error", "") or "")}
+        return StepResult(obs, obs["last_action_error"], bool(raw.get("done", False)), raw.get("answer"))
+
+    def observation_space(self) -> spaces.Dict:
+        w, h = self.screen_size
+        return spaces.Dict({
+            "screenshot": spaces.Box(0, 255, (h, w, 3), np.uint8),
+            "accessibility_tree": any_text(20_000_000),
+            "terminal": any_text(1_000_000),
+            "instruction": any_text(8192),
+            "last_action_error": any_text(1_000_000),
+        })
+
+    def action_space(self) -> spaces.Space:
+        return any_text(8192, min_length=1)
+
+    # ---- actions ---------------------------------------------------------------------------------------
+    def canonical_action(self, action: Any) -> str:
+        if self.space == "computer_13" and isinstance(action, str) and action.strip() not in SPECIAL_ACTIONS:
+            try:
+                action = json.loads(action)
+            except json.JSONDecodeError as e:
+                raise ActionError(f"computer_13 action must be JSON like {{\"action_type\": \"CLICK\", "
+                                  f"\"parameters\": {{\"x\": 10, \"y\": 20}}}} or WAIT/FAIL/DONE; "
+                                  f"not valid JSON: {e}") from e
+        parsed = parse_action(action, self.space, self.screen_size)
+        if isinstance(parsed, _ParseError):
+            raise ActionError(parsed.message)
+        return parsed.canonical
+
+    def render_prompt(self, observation: dict) -> str:
+        parts = [f"INSTRUCTION: {observation['instruction']}",
+                 f"PREVIOUS ACTION ERROR: {observation['last_action_error'] or 'none'}"]
+        if observation.get("terminal"):
+            parts.append(f"TERMINAL:\n{observation['terminal'][-4000:]}")
+        parts.append(f"ACCESSIBILITY TREE:\n{observation['accessibility_tree']}")
+        return "\n".join(parts)
+
+    def candidate_actions(self, observation: dict) -> list[str]:
+        out = []
+        for x, y, w, h in re.findall(r'screencoord="\((-?\d+), (-?\d+)\)"[^>]*?size="\((\d+), (\d+)\)"',
+                                     observation.get("accessibility_tree", "")):
+            cx, cy = int(x) + int(w) // 2, int(y) + int(h) // 2
+            if int(w) > 0 and int(h) > 0 and 0 <= cx < self.screen_size[0] and 0 <= cy < self.screen_size[1]:
+                out.append(f"pyautogui.click({cx}, {cy})")
+        out = list(dict.fromkeys(out))[:40]
+        out += ["pyautogui.press('enter')", "pyautogui.typewrite('hello')", "pyautogui.hotkey('ctrl', 's')", "WAIT"]
+        if self.space == "computer_13":
+            return [json.dumps({"action_type": "PRESS", "parameters": {"key": "enter"}}),
+                    json.dumps({"action_type": "TYPING", "parameters": {"text": "hello"}}), "WAIT"]
+        return out
+
+    def oracle_actions(self, task: Task) -> list:
+        if self.space != "pyautogui":
+            raise NotImplementedError("oracle trajectories are pyautogui code; make the env with action_space='pyautogui'")
+        try:
+            return load_oracle(task.id)
+        except FileNotFoundError as e:
+            raise NotImplementedError(f"task {task.id!r} has no oracle trajectory (envs/osworld/oracles/)") from e
+
+
+def _printable(s: str) -> str:
+    """`s` restricted to the observation's Text charset (terminal logs may hold stray control characters)."""
+    if s.replace("\n", "").replace("\t", "").isprintable():
+        return s
+    cs = unicode_charset()
+    return "".join(c for c in s if c in cs)
+
+
+class OSWorldEnv(BunshinEnv):
+    __doc__ = __doc__
+    adapter_class = OSWorldAdapter

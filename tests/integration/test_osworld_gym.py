@@ -1,0 +1,140 @@
+"""BunshinOSWorld-v0 through gym.make: check_env, oracles across apps, wrong end states, bad actions, fork.
+
+Every env of the module shares the process-wide base snapshot (desktop started once) and one task snapshot
+per task, so each test costs a fork plus its actions.
+"""
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import bunshin_gym  # noqa: F401 - registers the envs
+
+pytestmark = [pytest.mark.criu, pytest.mark.desktop]
+ENV_ID = "BunshinOSWorld-v0"
+
+
+def _make(task_id: str, **kw):
+    return gym.make(ENV_ID, task_id=task_id, action_space="pyautogui", **kw)
+
+
+def _run_oracle(env) -> tuple[float, bool, list[str]]:
+    env.reset()
+    u = env.unwrapped
+    reward, term, errors = 0.0, False, []
+    for a in u.adapter.oracle_actions(u.task):
+        _, reward, term, trunc, info = env.step(a)
+        errors.append(info["last_action_error"])
+        if term or trunc:
+            break
+    return reward, term, errors
+
+
+def test_check_env_passes_on_the_unwrapped_env():
+    from gymnasium.utils.env_checker import check_env
+
+    env = _make("edit-type-unsaved")
+    try:
+        check_env(env.unwrapped, skip_render_check=True)
+        obs, _ = env.reset()
+        assert obs["screenshot"].shape == (1080, 1920, 3) and obs["screenshot"].dtype == np.uint8
+        assert "mousepad" in obs["accessibility_tree"].lower()
+        assert obs["instruction"].startswith("In the open text editor")
+        assert obs in env.observation_space
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("task_id", ["os-mkdir-nested", "edit-append-line", "calc-sum-total"])
+def test_oracle_trajectory_earns_reward_one(task_id):
+    env = _make(task_id)
+    try:
+        reward, term, errors = _run_oracle(env)
+        assert term and reward == 1.0, errors
+        assert not any(errors), errors
+    finally:
+        env.close()
+
+
+def test_wrong_end_state_and_fail_score_zero():
+    env = _make("os-mkdir-nested")
+    try:
+        env.reset()
+        obs, r, term, _, info = env.step("pyautogui.typewrite('mkdir -p ~/Desktop/projects/beta\\n', interval=0.01); "
+                                         "time.sleep(0.6)")
+        assert info["last_action_error"] == "" and not term and r == 0.0
+        assert "projects/beta" in obs["terminal"]
+        _, r, term, _, _ = env.step("DONE")
+        assert term and r == 0.0
+        env.reset()
+        _, r, term, _, _ = env.step("FAIL")  # the task is feasible: declaring it infeasible fails
+        assert term and r == 0.0
+    finally:
+        env.close()
+
+
+def test_malformed_action_sets_error_and_leaves_the_env_usable():
+    env = _make("os-mkdir-nested")
+    try:
+        obs0, _ = env.reset()
+        obs, r, term, trunc, info = env.step("pyautogui.click(")  # not Python
+        assert "not valid Python" in info["last_action_error"] and obs["last_action_error"] == info["last_action_error"]
+        assert r == 0.0 and not (term or trunc)
+        assert obs["accessibility_tree"] == obs0["accessibility_tree"]
+        obs, r, term, _, info = env.step("pyautogui.no_such_function()")  # runs and raises
+        assert "AttributeError" in info["last_action_error"] and not term
+        obs, r, term, _, info = env.step(42)  # not a string
+        assert "code string" in info["last_action_error"]
+        for a in env.unwrapped.adapter.oracle_actions(env.unwrapped.task):  # still usable: the oracle works
+            obs, r, term, _, info = env.step(a)
+        assert term and r == 1.0 and info["last_action_error"] == ""
+    finally:
+        env.close()
+
+
+def test_fork_clones_continue_from_the_source_state_and_are_isolated():
+    env = _make("edit-type-unsaved")
+    try:
+        env.reset()
+        src_obs, *_ = env.step("pyautogui.typewrite('hello bunshin', interval=0.01); time.sleep(0.5)")
+        assert "hello bunshin" in src_obs["accessibility_tree"]
+        a, b = env.fork(2)
+        try:
+            # distinct no-ops: the clones share the task's prefix tree, equal actions would be served from it
+            oa, *_ = a.step("time.sleep(0.01)")
+            ob, *_ = b.step("time.sleep(0.02)")
+            for o in (oa, ob):  # the unsaved text typed before the fork is in both clones
+                assert "hello bunshin" in o["accessibility_tree"]
+                differ = np.any(o["screenshot"] != src_obs["screenshot"], axis=2).mean()
+                assert differ < 0.002, f"{differ:.4%} of the screen differs from the source (caret blink at most)"
+            oa, *_ = a.step("pyautogui.typewrite(' alpha', interval=0.01); time.sleep(0.5)")
+            ob, *_ = b.step("pyautogui.typewrite(' beta', interval=0.01); time.sleep(0.5)")
+            assert "hello bunshin alpha" in oa["accessibility_tree"] and "beta" not in oa["accessibility_tree"]
+            assert "hello bunshin beta" in ob["accessibility_tree"] and "alpha" not in ob["accessibility_tree"]
+            assert np.any(oa["screenshot"] != ob["screenshot"])
+            assert a.unwrapped.elapsed_steps == b.unwrapped.elapsed_steps == 3
+            os_, *_ = env.step("time.sleep(0.03)")  # the source is untouched by its clones
+            assert "hello bunshin" in os_["accessibility_tree"]
+            assert "alpha" not in os_["accessibility_tree"] and "beta" not in os_["accessibility_tree"]
+            _, r, term, *_ = a.step("DONE")
+            assert term and r == 1.0
+        finally:
+            a.close()
+            b.close()
+    finally:
+        env.close()
+
+
+def test_computer_13_json_actions():
+    env = gym.make(ENV_ID, task_id="edit-type-unsaved", action_space="computer_13")
+    try:
+        env.reset()
+        _, r, term, _, info = env.step('{"action_type": "JUMP"}')
+        assert "unknown action_type" in info["last_action_error"] and not term
+        obs, r, term, _, info = env.step('{"action_type": "TYPING", "parameters": {"text": "hello bunshin"}}')
+        assert info["last_action_error"] == "" and "hello bunshin" in obs["accessibility_tree"]
+        _, r, term, _, _ = env.step("DONE")
+        assert term and r == 1.0
+    finally:
+        env.close()
