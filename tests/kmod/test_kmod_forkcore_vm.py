@@ -9,7 +9,6 @@ Skips, with the reason, when not root or qemu / the kernel / CRIU are missing. T
 from __future__ import annotations
 
 import os
-import shutil
 
 import pytest
 
@@ -21,24 +20,18 @@ HOLD_MB = int(os.environ.get("BUNSHIN_KMOD_E2E_HOLD_MB", "200"))
 CLONES = int(os.environ.get("BUNSHIN_KMOD_E2E_CLONES", "4"))
 
 
-def _missing() -> str | None:
-    if os.geteuid() != 0:
-        return "requires root (the guest mounts the host's / over 9p and runs CRIU)"
-    if not shutil.which("qemu-system-x86_64"):
-        return "requires qemu-system-x86 (apt-get install qemu-system-x86)"
-    try:
-        harness.find_kernel()
-        harness._busybox()
-    except harness.HarnessError as e:
-        return str(e)
+def _missing(missing_guest_prereqs) -> str | None:
+    why = missing_guest_prereqs(root=True)
+    if why:
+        return why
     if not os.path.exists("/opt/bunshin/criu/bin/criu") or not os.path.exists("/opt/bunshin/venv/bin/python"):
         return "requires CRIU and the venv from `bash scripts/setup.sh`"
     return None
 
 
 @pytest.fixture(scope="module")
-def guest(tmp_path_factory):
-    why = _missing()
+def guest(tmp_path_factory, guest_prereqs):
+    why = _missing(guest_prereqs)
     if why:
         pytest.skip(why)
     out = tmp_path_factory.mktemp("kmod_forkcore_vm")

@@ -16,22 +16,18 @@ from kmod import harness
 pytestmark = [pytest.mark.qemu, pytest.mark.slow]
 
 
-def _missing() -> str | None:
-    if not shutil.which("qemu-system-x86_64"):
-        return "requires qemu-system-x86 (apt-get install qemu-system-x86)"
-    try:
-        harness.find_kernel()
-        harness._busybox()
-    except harness.HarnessError as e:
-        return str(e)
+def _missing(missing_guest_prereqs) -> str | None:
+    why = missing_guest_prereqs()
+    if why:
+        return why
     if not shutil.which("gcc") or not shutil.which("make"):
         return "requires gcc and make (apt-get install gcc make libc6-dev)"
     return None
 
 
 @pytest.fixture(scope="module")
-def guest_result(tmp_path_factory):
-    why = _missing()
+def guest_result(tmp_path_factory, guest_prereqs):
+    why = _missing(guest_prereqs)
     if why:
         pytest.skip(why)
     out = tmp_path_factory.mktemp("kmod_vm")
