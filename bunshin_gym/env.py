@@ -19,8 +19,8 @@ import logging
 
 from forkcore import ExecutorError, Snapshot, Workspace
 
-from .adapter import ActionError, EnvAdapter, StepResult, Task
-from .cache import CacheConfig, CachedStep, PrefixCache, PrefixTree
+from .adapter import ActionError, EnvAdapter, Task
+from .cache import CacheConfig, CachedStep, MissExecutionError, PrefixCache, PrefixTree
 from .snapshots import REGISTRY
 
 
@@ -223,12 +223,9 @@ class BunshinEnv(gym.Env):
         return self._execute_on(self.workspace, signature)
 
     def _execute_on(self, ws: Workspace, signature: str) -> CachedStep:
+        """Raises ExecutorError if the handler raised: that result is never recorded (see _cached_step)."""
         method, params = self.adapter.step_call(signature)
-        try:
-            result = self.adapter.decode(ws.call(method, **params), self.task)
-        except ExecutorError as e:  # an impossible action the env did not catch itself
-            msg = f"{e.remote_type}: {e}"
-            result = StepResult(self._with_error(msg), msg, False, None)
+        result = self.adapter.decode(ws.call(method, **params), self.task)
         reward = self._evaluate(result.answer, ws) if result.done else 0.0
         return CachedStep(result.observation, reward, result.done, False, {"last_action_error": result.last_action_error})
 
@@ -241,19 +238,30 @@ class BunshinEnv(gym.Env):
             return match.result
         node = match.node
         step = None
-        for sig in match.remaining:  # normally one call: this step
-            with tree.acquire_miss(node, sig) as claim:
-                if claim.leader:
-                    diag["replayed_calls"] = self._materialise(node)
-                    t0 = time.monotonic()
-                    step = self._execute(sig)
-                    node = claim.complete(step, time.monotonic() - t0)
-                    self._ws_node = node
-                    diag["cache"] = "miss"
-                    self._maybe_snapshot(node, step, diag)
-                else:
-                    node, step = claim.node, claim.result
-                    diag["cache"] = "waited"
+        try:
+            for sig in match.remaining:  # normally one call: this step
+                with tree.acquire_miss(node, sig) as claim:
+                    if claim.leader:
+                        diag["replayed_calls"] = self._materialise(node)
+                        t0 = time.monotonic()
+                        step = self._execute(sig)
+                        node = claim.complete(step, time.monotonic() - t0)
+                        self._ws_node = node
+                        diag["cache"] = "miss"
+                        self._maybe_snapshot(node, step, diag)
+                    else:
+                        node, step = claim.node, claim.result
+                        diag["cache"] = "waited"
+        except (ExecutorError, MissExecutionError) as e:
+            # The handler raised (a crashed browser, an unexpected state): nothing is recorded, the
+            # workspace may be broken, so it is dropped and the next step re-materialises this state.
+            cause = e.__cause__ if isinstance(e, MissExecutionError) and e.__cause__ else e
+            msg = f"{getattr(cause, 'remote_type', type(cause).__name__)}: {cause}"
+            self.history.pop()
+            self._drop_workspace()
+            self._node = node
+            diag["cache"] = "error"
+            return CachedStep(self._with_error(msg), 0.0, False, False, {"last_action_error": msg})
         self._node = node
         return step
 
