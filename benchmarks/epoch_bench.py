@@ -96,8 +96,9 @@ def run(args: Args, progress: bool = True) -> dict:
 def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -> dict:
     bunshin_env.reset_prefix_cache()
     use_cache, use_spec = config in ("cache", "cache_spec"), config in ("spec", "cache_spec")
-    recorded = [Trajectory(t, tuple(TrajectoryStep(adapter_sig) for adapter_sig in sigs))
-                for t, sigs in ((t, _canonical(args.env, o)) for t, o in oracles.items())]
+    adapter = adapter_for(args.env)
+    recorded = [Trajectory(t, tuple(TrajectoryStep(adapter.canonical_action(a)) for a in actions))
+                for t, actions in oracles.items()]
     baseline = host_memory_used()
     peak = [0]
     running: list[list[float]] = []
@@ -152,11 +153,6 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
     return {"wall_s": round(wall, 2), "peak_memory_mb": round(peak[0] / 2**20, 1), "hit_rate_per_iteration": hit_rates,
             "spec_accuracy": round(matched / predicted, 4) if use_spec and predicted else None,
             "running_over_time": running, "rewards": rewards}
-
-
-def _canonical(env_id: str, actions) -> list[str]:
-    adapter = adapter_for(env_id)
-    return [adapter.canonical_action(a) for a in actions]
 
 
 def plot(result: dict, out: Path) -> None:

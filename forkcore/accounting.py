@@ -25,6 +25,11 @@ def namespace_pids(init_pid: int) -> list[int]:
         ns = os.readlink(f"/proc/{init_pid}/ns/pid")
     except OSError:
         return []
+    return pids_in_namespace(ns)
+
+
+def pids_in_namespace(ns: str) -> list[int]:
+    """Every host pid whose /proc/PID/ns/pid link reads `ns` (works after the namespace's init died)."""
     pids = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from . import criu, layers, paths
-from .accounting import TreeMemory, namespace_pids, tree_memory
+from .accounting import TreeMemory, namespace_pids, pids_in_namespace, tree_memory
 from .cgroups import Freezer
 from .errors import (KernelFeatureMissing, NotRoot, RestoreFailed, SnapshotError, SnapshotReleased, WorkspaceDestroyed,
                      WorkspaceError)
@@ -379,18 +379,7 @@ class Workspace:
             except ChildProcessError:
                 pass
         deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:  # wait until no process of the namespace is left
-            left = False
-            for entry in os.listdir("/proc"):
-                if entry.isdigit():
-                    try:
-                        if os.readlink(f"/proc/{entry}/ns/pid") == self._pidns:
-                            left = True
-                            break
-                    except OSError:
-                        continue
-            if not left:
-                return
+        while pids_in_namespace(self._pidns) and time.monotonic() < deadline:  # until the namespace is empty
             time.sleep(0.01)
 
     def __enter__(self) -> "Workspace":
