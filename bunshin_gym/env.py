@@ -361,6 +361,14 @@ class BunshinEnv(gym.Env):
         if self.workspace is None or self._ws_node is not self._node:
             self._materialise(self._node)
 
+    def live_workspace(self) -> Workspace:
+        """The forkcore workspace in this episode's current state, materialised first if the position was
+        served from the prefix cache (inspect it with `exec`/`call`; changing it desynchronises the cache)."""
+        if self._node is None:
+            raise RuntimeError("live_workspace() before reset()")
+        self._ensure_workspace()
+        return self.workspace
+
     def _truncation_reward(self, diag: dict) -> float:
         key = (id(self._tree), self._node.key)
         if key in _TRUNCATION_REWARDS:

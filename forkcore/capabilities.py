@@ -29,6 +29,18 @@ def _filesystems() -> set[str]:
         return set()
 
 
+_CAP_SYS_RESOURCE = 24
+
+
+def can_snapshot_non_root_processes() -> bool:
+    """True if CRIU (run by this process) may dump processes of other users: it reads every task's
+    rlimits with prlimit(2), which the kernel allows across uids only with CAP_SYS_RESOURCE."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("CapEff:"):
+            return bool(int(line.split()[1], 16) >> _CAP_SYS_RESOURCE & 1)
+    return False
+
+
 def check_all() -> list[Capability]:
     caps = []
     root = os.geteuid() == 0
@@ -60,6 +72,11 @@ def check_all() -> list[Capability]:
         ok = paths.SOCKSHIM.exists()
         caps.append(Capability("criu getsockopt shim", ok, str(paths.SOCKSHIM) if ok else "missing",
                                "" if ok else "bash scripts/setup.sh (compiles forkcore/native/sockshim.c)"))
+    res = can_snapshot_non_root_processes()
+    caps.append(Capability(
+        "snapshot non-root processes", res, "CAP_SYS_RESOURCE held" if res else
+        "no CAP_SYS_RESOURCE: CRIU's prlimit on other users' processes fails (EPERM), so workspaces run "
+        "their services as root", "" if res else "run on a host or container that grants CAP_SYS_RESOURCE"))
     ksm = Path("/sys/kernel/mm/ksm/run")
     caps.append(Capability("ksm", ksm.exists(), f"run={ksm.read_text().strip()}" if ksm.exists() else "absent",
                            "" if ksm.exists() else "kernel with CONFIG_KSM"))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import pwd
 import signal
 import socket
 import struct
@@ -67,7 +68,8 @@ def stage1(cfg: dict) -> None:
            f"lowerdir={':'.join(cfg['lowers'])},upperdir={cfg['upper']},workdir={cfg['work']}")
     for src in cfg["binds"]:
         _mount(src, root + src, None, MS_BIND | MS_REC)
-        _mount("none", root + src, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID)
+        # setuid programs of /usr (sudo) must work for a workspace's non-root users
+        _mount("none", root + src, None, MS_BIND | MS_REMOUNT | MS_RDONLY)
     if cfg.get("mem_dir"):
         _mount(cfg["mem_dir"], root + "/opt/bunshin/mem", None, MS_BIND)
         _mount("none", root + "/opt/bunshin/mem", None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
@@ -148,6 +150,18 @@ def _wait_ready(ready: str | None, proc: subprocess.Popen, timeout: float, name:
         time.sleep(0.02)
 
 
+def _credentials(user: str | None) -> dict:
+    """Popen keywords that run a child as `user` of the workspace's /etc/passwd (uid, gid, its groups)."""
+    if not user:
+        return {}
+    try:
+        pw = pwd.getpwnam(user)
+    except KeyError:
+        raise RuntimeError(f"user {user!r} is not in the workspace's /etc/passwd; add a layer that defines it "
+                           f"(forkcore.layers.user_layer)") from None
+    return {"user": pw.pw_uid, "group": pw.pw_gid, "extra_groups": os.getgrouplist(user, pw.pw_gid)}
+
+
 def stage2() -> None:
     """PID 1 inside the new root: start services, then reap forever."""
     from forkcore.seccomp import block_io_uring
@@ -172,7 +186,10 @@ def stage2() -> None:
         services.append({"name": "executor", "env": [], "cwd": "/", "ready_timeout_s": 60,
                          "argv": [sys.executable, "-m", "forkcore.executor", "--socket", f"{RUN_DIR}/executor.sock",
                                   *[a for m in spec["handlers"] for a in ("--handlers", m)]],
-                         "ready": f"unix:{RUN_DIR}/executor.sock"})
+                         "ready": f"unix:{RUN_DIR}/executor.sock", "user": spec.get("executor_user")})
+        if spec.get("executor_user"):
+            pw = pwd.getpwnam(spec["executor_user"])
+            os.chown(RUN_DIR, pw.pw_uid, pw.pw_gid)  # the executor creates its socket there
     try:
         pids = {}
         for s in services:
@@ -180,7 +197,7 @@ def stage2() -> None:
             env.update(dict(s.get("env", ())))
             out = open(f"{RUN_DIR}/log/{s['name']}.log", "ab")
             p = subprocess.Popen(s["argv"], env=env, cwd=s.get("cwd", "/"), stdin=subprocess.DEVNULL,
-                                 stdout=out, stderr=subprocess.STDOUT, close_fds=True)
+                                 stdout=out, stderr=subprocess.STDOUT, close_fds=True, **_credentials(s.get("user")))
             out.close()
             children.append(p)
             _wait_ready(s.get("ready"), p, float(s.get("ready_timeout_s", 60)), s["name"])

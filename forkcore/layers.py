@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -133,3 +134,57 @@ def copy_tree(src: Path, dst: Path) -> None:
     r = subprocess.run(["cp", "-a", "--reflink=auto", str(src), str(dst)], capture_output=True, text=True)
     if r.returncode != 0:
         raise OSError(f"copying layer {src} -> {dst} failed: {r.stderr.strip()}")
+
+
+def user_layer(name: str, uid: int = 1000, password: str | None = None, *, sudo: bool = False,
+               hostname: str | None = None) -> Path:
+    """A layer that adds a login account to the workspace's /etc (stack it above the system layer).
+
+    The system layer's passwd/group (copied from the host) are rewritten without any entry that uses
+    `name` or `uid`, then the account is appended (home /home/<name>, shell /bin/bash, its own group).
+    shadow holds a SHA-512 crypt hash of `password` (every other account locked); `sudo=True` adds it to the
+    `sudo` group (Debian's /etc/sudoers allows that group everything after a password) and ships the
+    /etc/security/limits.conf sudo's PAM stack reads (the system layer omits /etc/security). `hostname` is
+    added to /etc/hosts so sudo resolves it.
+    """
+    import subprocess
+
+    if not re.match(r"^[a-z_][a-z0-9_-]{0,31}$", name) or not 1 <= uid < 65534:
+        raise ValueError(f"user_layer: invalid account name={name!r} / uid={uid}")
+    system = system_layer()
+    digest = hashlib.sha256(f"{system.name}:{name}:{uid}:{password}:{sudo}:{hostname}".encode()).hexdigest()[:16]
+
+    def keep(line: str) -> bool:
+        f = line.split(":")
+        return len(f) > 2 and f[0] != name and f[2] != str(uid)
+
+    def build(d: Path) -> None:
+        etc = d / "etc"
+        (etc / "security").mkdir(parents=True)
+        passwd = [ln for ln in (system / "etc/passwd").read_text().splitlines() if keep(ln)]
+        groups = [ln for ln in (system / "etc/group").read_text().splitlines() if keep(ln)]
+        if sudo:
+            groups = [ln + ("," if not ln.endswith(":") else "") + name if ln.startswith("sudo:") else ln
+                      for ln in groups]
+        passwd.append(f"{name}:x:{uid}:{uid}::/home/{name}:/bin/bash")
+        groups.append(f"{name}:x:{uid}:")
+        if password is None:
+            hashed = "!"
+        else:  # a fixed salt keeps the layer's content (and so its name) reproducible
+            hashed = subprocess.run(["openssl", "passwd", "-6", "-salt", "bunshin" + str(uid), "-stdin"],
+                                    input=password, capture_output=True, text=True, check=True).stdout.strip()
+        shadow = [f"{ln.split(':')[0]}:*:19000:0:99999:7:::" for ln in passwd[:-1]]
+        shadow.append(f"{name}:{hashed}:19000:0:99999:7:::")
+        gshadow = [f"{ln.split(':')[0]}:*::{ln.split(':')[3]}" for ln in groups]
+        for fname, lines, mode in (("passwd", passwd, 0o644), ("group", groups, 0o644),
+                                   ("shadow", shadow, 0o640), ("gshadow", gshadow, 0o640)):
+            (etc / fname).write_text("\n".join(lines) + "\n")
+            os.chmod(etc / fname, mode)
+        shadow_gid = next((int(ln.split(":")[2]) for ln in groups if ln.startswith("shadow:")), 0)
+        for fname in ("shadow", "gshadow"):
+            os.chown(etc / fname, 0, shadow_gid)
+        (etc / "security/limits.conf").write_text("# no limits beyond the workspace's cgroup\n")
+        if hostname:
+            (etc / "hosts").write_text(f"127.0.0.1 localhost\n127.0.1.1 {hostname}\n::1 localhost\n")
+
+    return _publish(build, f"user-{name}-{digest}")

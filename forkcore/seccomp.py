@@ -4,6 +4,7 @@ CRIU cannot dump io_uring instances, and Node's libuv (Playwright's driver) open
 with io_uring_setup failing it falls back to epoll. Standard library only (runs in the workspace's init).
 """
 import ctypes
+import os
 import platform
 import struct
 
@@ -20,6 +21,8 @@ class _SockFprog(ctypes.Structure):
 
 def block_io_uring() -> None:
     """Install the filter in the calling process; raises OSError if the kernel refuses it."""
+    if os.geteuid() != 0 and _already_filtered():
+        return  # inherited from init; adding one would need no_new_privs, which breaks sudo for children
     arch = _AUDIT_ARCH.get(platform.machine())
     if arch is None:
         raise OSError(f"block_io_uring: unsupported architecture {platform.machine()}")
@@ -36,10 +39,13 @@ def block_io_uring() -> None:
     buf = ctypes.create_string_buffer(prog)
     fprog = _SockFprog(len(prog) // 8, ctypes.cast(buf, ctypes.c_void_p))
     libc = ctypes.CDLL(None, use_errno=True)
-    import os
-
     # Root may install filters without no_new_privs; keeping setuid working matters (sudo in desktops).
     if os.geteuid() != 0 and libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or \
             libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
         e = ctypes.get_errno()
         raise OSError(e, f"installing the io_uring seccomp filter failed: errno {e}")
+
+
+def _already_filtered() -> bool:
+    with open("/proc/self/status") as f:
+        return any(line.split() == ["Seccomp:", "2"] for line in f)

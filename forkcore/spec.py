@@ -25,6 +25,8 @@ class ServiceSpec:
         ready: when the service counts as started: "tcp:PORT" (accepts on 127.0.0.1), "unix:PATH"
             (socket accepts), "file:PATH" (exists), or None (immediately).
         ready_timeout_s: how long init waits for `ready` before it reports the workspace as failed.
+        user: run as this account of the workspace's /etc/passwd (its uid, gid and groups; see
+            `forkcore.layers.user_layer`) instead of root. `env` still decides HOME and USER.
     """
 
     name: str
@@ -33,6 +35,7 @@ class ServiceSpec:
     cwd: str = "/"
     ready: str | None = None
     ready_timeout_s: float = 60.0
+    user: str | None = None
 
     @staticmethod
     def make(name: str, argv, env: Mapping[str, str] | None = None, **kw) -> "ServiceSpec":
@@ -56,6 +59,8 @@ class WorkspaceSpec:
         ksm_mergeable: mark the workspace's memory mergeable by KSM (PR_SET_MEMORY_MERGE); only costs CPU
             while KSM runs (/sys/kernel/mm/ksm/run = 1), which the ksm backend turns on.
         executor: start forkcore's executor (the host's RPC endpoint in the workspace).
+        executor_user: run the executor (and so every handler and what it starts) as this account of the
+            workspace's /etc/passwd instead of root, e.g. a desktop user whose session bus admits only it.
     """
 
     name: str
@@ -67,6 +72,7 @@ class WorkspaceSpec:
     tmpfs_mb: int = 2048
     ksm_mergeable: bool = True
     executor: bool = True
+    executor_user: str | None = None
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
@@ -96,8 +102,13 @@ def validate_spec(spec: WorkspaceSpec) -> None:
         raise ValueError(f"WorkspaceSpec.hostname {spec.hostname!r}: use 1-64 letters, digits, '_', '.', '-'")
     if spec.tmpfs_mb < 16:
         raise ValueError(f"WorkspaceSpec.tmpfs_mb={spec.tmpfs_mb}: expected at least 16")
+    _USER = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
+    if spec.executor_user is not None and not _USER.match(spec.executor_user):
+        raise ValueError(f"WorkspaceSpec.executor_user {spec.executor_user!r}: expected a POSIX user name")
     seen = set()
     for s in spec.services:
+        if s.user is not None and not _USER.match(s.user):
+            raise ValueError(f"service {s.name!r}: user={s.user!r}; expected a POSIX user name")
         if not _NAME.match(s.name) or s.name == "executor":
             raise ValueError(f"service name {s.name!r}: use letters, digits, '_', '.', '-' (not 'executor')")
         if s.name in seen:

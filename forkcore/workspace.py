@@ -25,6 +25,7 @@ from typing import Any, Sequence
 
 from . import criu, layers, paths
 from .accounting import TreeMemory, namespace_pids, pids_in_namespace, tree_memory
+from .capabilities import can_snapshot_non_root_processes
 from .cgroups import Freezer
 from .errors import (KernelFeatureMissing, NotRoot, RestoreFailed, SnapshotError, SnapshotReleased, WorkspaceDestroyed,
                      WorkspaceError)
@@ -288,6 +289,12 @@ class Workspace:
                 raise SnapshotError(f"workspace {self.id} was restored with the kmod backend, whose device mappings "
                                     "CRIU cannot dump (kmod/README.md, design (b) limits); fork its parent snapshot "
                                     "again, or restore with backend='memfile' when clones must be snapshotted")
+            if (self.spec.executor_user or any(sv.user for sv in self.spec.services)) \
+                    and not can_snapshot_non_root_processes():
+                raise SnapshotError(
+                    f"workspace {self.id} runs processes as a non-root user, and CRIU cannot dump them here: it "
+                    "reads their rlimits with prlimit(2), which needs CAP_SYS_RESOURCE across uids, and this "
+                    "process lacks it (see `bunshin doctor`). Run the services as root on this machine.")
             self.client.close()  # CRIU cannot dump a unix socket whose peer is outside the tree
             snap_id = uuid.uuid4().hex[:12]
             snap_dir = paths.STATE_DIR / "snapshots" / snap_id

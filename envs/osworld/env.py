@@ -33,7 +33,14 @@ as a step, sets ``last_action_error`` and changes nothing. `info` holds ``last_a
 ``elapsed_steps``. Oracle trajectories (``adapter.oracle_actions``) are pyautogui code.
 
 Other keywords: ``screen_size=(width, height)``, ``a11y=True`` (dump the accessibility tree each step,
-~0.3-2 s; False skips it).
+~0.3-2 s; False skips it), ``run_as_user=None``.
+
+The account: as in OSWorld's VM, ``user`` (uid 1000, home /home/user, password ``password``, in group
+``sudo``) exists in the workspace's /etc (forkcore.layers.user_layer), so ``echo password | sudo -S ...`` and
+``sudo -u user ...`` work. ``run_as_user=True`` runs the desktop, the apps and the actions as that user;
+that needs CRIU to dump other users' processes, which needs CAP_SYS_RESOURCE (prlimit across uids). The
+default (None) does so where this process holds it and otherwise runs them as root with HOME=/home/user,
+USER=user — machines without CAP_SYS_RESOURCE (`bunshin doctor` says) cannot snapshot a non-root desktop.
 
 Version history: v0 — first release.
 """
@@ -51,6 +58,8 @@ from gymnasium import spaces
 from bunshin_gym import ActionError, BunshinEnv, EnvAdapter, StepResult, Task
 from bunshin_gym.spaces import any_text, unicode_charset
 from forkcore import ServiceSpec, WorkspaceSpec
+from forkcore.capabilities import can_snapshot_non_root_processes
+from forkcore.layers import user_layer
 from forkcore.paths import VENV
 
 from .actions import ACTION_SPACES, SPECIAL_ACTIONS, ActionError as _ParseError, parse_action
@@ -59,14 +68,19 @@ from .errors import OSWorldError
 from .handlers import DISPLAY, HOME, MARKER
 from .tasks import TASKS_DIR, load_oracle, load_task, task_from_dict
 
+#: The desktop's account, as OSWorld's VM has it: password "password", sudo allowed.
+USER, PASSWORD, UID = "user", "password", 1000
 #: Written by the one-shot "home" service once /home/user is seeded (the desktop services start after it).
 HOME_READY = f"{HOME}/.bunshin-run/home-ready"
 _PY = str(VENV / "bin" / "python")
 
 
 def home_service_argv() -> list[str]:
-    """argv of the one-shot service that seeds /home/user (prepare_home) and writes HOME_READY."""
-    code = (f"from envs.osworld.desktop import prepare_home; prepare_home({HOME!r}); "
+    """argv of the one-shot root service that seeds /home/user (prepare_home), hands it to `user`, creates
+    the X socket dir (root-owned, as X wants it) and writes HOME_READY."""
+    code = (f"import os, subprocess; from envs.osworld.desktop import prepare_home; prepare_home({HOME!r}); "
+            f"subprocess.run(['chown', '-R', '{USER}:{USER}', {HOME!r}], check=True); "
+            "os.makedirs('/tmp/.X11-unix', exist_ok=True); os.chmod('/tmp/.X11-unix', 0o1777); "
             f"open({HOME_READY!r}, 'w').close()")
     return [_PY, "-c", code]
 
@@ -75,7 +89,7 @@ class OSWorldAdapter(EnvAdapter):
     name = "osworld"
 
     def __init__(self, action_space: str = "pyautogui", screen_size: tuple[int, int] = DEFAULT_SIZE,
-                 a11y: bool = True) -> None:
+                 a11y: bool = True, run_as_user: bool | None = None) -> None:
         if action_space not in ACTION_SPACES:
             raise ValueError(f"action_space={action_space!r}: expected one of {ACTION_SPACES}")
         if len(screen_size) != 2 or min(int(x) for x in screen_size) < 200:
@@ -83,6 +97,7 @@ class OSWorldAdapter(EnvAdapter):
         self.space = action_space
         self.screen_size = (int(screen_size[0]), int(screen_size[1]))
         self.a11y = bool(a11y)
+        self.run_as_user = can_snapshot_non_root_processes() if run_as_user is None else bool(run_as_user)
 
     # ---- workspace -------------------------------------------------------------------------------------
     def workspace_spec(self) -> WorkspaceSpec:
@@ -95,11 +110,15 @@ class OSWorldAdapter(EnvAdapter):
                 ready = f"unix:/tmp/.X11-unix/X{DISPLAY}"
             elif svc.name == "dbus":
                 ready = "unix:" + env["DBUS_SESSION_BUS_ADDRESS"].split("=", 1)[1]
-            services.append(ServiceSpec.make(svc.name, svc.argv, env, cwd=HOME, ready=ready, ready_timeout_s=60))
+            services.append(ServiceSpec.make(svc.name, svc.argv, env, cwd=HOME, ready=ready, ready_timeout_s=60,
+                                             user=USER if self.run_as_user else None))
+        account = user_layer(USER, UID, PASSWORD, sudo=True, hostname="ubuntu")
         return WorkspaceSpec(
             name="osworld",
             services=tuple(services),
             handlers=("envs.osworld.handlers",),
+            layers=(str(account),),
+            executor_user=USER if self.run_as_user else None,
             env=(("HOME", HOME), ("BUNSHIN_OSWORLD_A11Y", "1" if self.a11y else "0")),
             hostname="ubuntu")
 

@@ -243,3 +243,41 @@ def test_one_shot_service_and_sub_second_mtimes_survive_a_fork():
     failing = ServiceSpec.make("bad", ["sh", "-c", "exit 3"], ready="file:/nonexistent", ready_timeout_s=20)
     with pytest.raises(Exception, match="exited with 3 before it was ready"):
         Workspace.start(WorkspaceSpec("oneshotbad", services=(failing,)))
+
+
+def test_services_and_executor_run_as_a_layer_defined_user_with_sudo():
+    """`user_layer` adds an account (password, sudo group) to the workspace's /etc; `ServiceSpec.user` and
+    `executor_user` run processes as it. Snapshotting them needs CAP_SYS_RESOURCE: where this process lacks
+    it the snapshot refuses with the reason; where it has it the clone keeps the uids."""
+    from forkcore import ServiceSpec, WorkspaceSpec
+    from forkcore.capabilities import can_snapshot_non_root_processes
+    from forkcore.layers import user_layer
+
+    account = user_layer("alice", 1000, "s3cret", sudo=True, hostname="box")
+    svc = ServiceSpec.make("sleeper", ["sleep", "1000"], user="alice")
+    ws = Workspace.start(WorkspaceSpec("userws", services=(svc,), layers=(str(account),), hostname="box",
+                                       executor_user="alice"))
+    try:
+        ps = ws.exec(["ps", "-eo", "user=,comm="])["stdout"].split("\n")
+        assert "alice    sleep" in [ln.strip() for ln in ps] or any(ln.split() == ["alice", "sleep"] for ln in ps)
+        assert ws.exec(["id", "-un"])["stdout"] == "alice\n"  # exec runs in the executor, as alice
+        ok = ws.exec(["sh", "-c", "echo s3cret | sudo -S -k -p '' id -un"])
+        assert (ok["returncode"], ok["stdout"]) == (0, "root\n"), ok
+        bad = ws.exec(["sh", "-c", "echo wrong | sudo -S -k -p '' id -un"])
+        assert bad["returncode"] != 0 and "incorrect password" in bad["stderr"]
+        if not can_snapshot_non_root_processes():
+            with pytest.raises(SnapshotError, match="CAP_SYS_RESOURCE"):
+                ws.snapshot()
+            assert ws.exec(["id", "-un"])["stdout"] == "alice\n"  # the refusal left the workspace usable
+        else:
+            snap = ws.snapshot()
+            try:
+                (c,) = snap.fork(1, backend="private")
+                try:
+                    assert c.exec(["id", "-un"])["stdout"] == "alice\n"
+                finally:
+                    c.destroy()
+            finally:
+                snap.release()
+    finally:
+        ws.destroy()

@@ -138,3 +138,25 @@ def test_computer_13_json_actions():
         assert term and r == 1.0
     finally:
         env.close()
+
+
+def test_the_desktop_has_osworlds_user_account_with_sudo():
+    """OSWorld's VM conventions: `user` (home /home/user) whose password `password` unlocks sudo; an agent's
+    pyautogui code can use it (`echo password | sudo -S ...`)."""
+    env = _make("edit-type-unsaved")
+    try:
+        env.reset()
+        ws = env.unwrapped.live_workspace()
+        assert ws.exec(["getent", "passwd", "user"])["stdout"].startswith("user:x:1000:1000::/home/user:")
+        as_user = ["sudo", "-u", "user", "sh", "-c"] if ws.exec(["id", "-u"])["stdout"] == "0\n" else ["sh", "-c"]
+        ok = ws.exec(as_user + ["id -un; echo password | sudo -S -k -p '' id -un"])
+        assert ok["stdout"] == "user\nroot\n", ok
+        bad = ws.exec(as_user + ["echo nope | sudo -S -k -p '' id -un"])
+        assert bad["returncode"] != 0 and "incorrect password" in bad["stderr"]
+        _, _, _, _, info = env.step("import subprocess; subprocess.run('echo password | sudo -S -k -p \"\" "
+                                    "touch /root/made-by-sudo', shell=True, check=True)")
+        assert info["last_action_error"] == ""
+        ws = env.unwrapped.live_workspace()
+        assert ws.exec(["test", "-e", "/root/made-by-sudo"])["returncode"] == 0
+    finally:
+        env.close()
