@@ -285,7 +285,8 @@ def app_command(app: str, *args: str, home: str | os.PathLike, cdp_port: int = C
     if name in ("xterm", "terminal", "gnome-terminal", "x-terminal-emulator"):
         log = f"{_run_dir(home)}/terminal/xterm-$$.log"
         # sh -c so each terminal gets its own log file (the `terminal` observation reads the newest).
-        inner = f'exec xterm -fa Monospace -fs 11 -geometry 120x36 -l -lf "{log}"'
+        # titled "Terminal" like Ubuntu's terminal, which OSWorld's configs activate by that name
+        inner = f'exec xterm -T Terminal -fa Monospace -fs 11 -geometry 120x36 -l -lf "{log}"'
         if a:
             inner += " -e " + " ".join(_sh_quote(x) for x in a)
         return ["sh", "-c", inner]
