@@ -140,36 +140,45 @@ task("files-new-folder", "Using the file manager that shows my Documents folder,
 
 # ---------------- calc ----------------
 def calc_open(name, path): return [dl(name, path), openf(path)]
-SAVE = "pyautogui.hotkey('ctrl', 's'); time.sleep(2)"
+def save(path):
+    """Ctrl+S, then wait (up to 30 s) until the file's mtime changes: a fixed sleep lost saves under load."""
+    return (f"import os\np = os.path.expanduser({path!r})\nm = os.stat(p).st_mtime_ns\n"
+            "pyautogui.hotkey('ctrl', 's')\nfor _ in range(150):\n    time.sleep(0.2)\n"
+            "    if os.stat(p).st_mtime_ns != m:\n        break\ntime.sleep(1)")
+def wait_window(title):
+    """Wait (up to 30 s) until a window with this title is mapped, e.g. Calc's after an import dialog."""
+    return ("import subprocess\nfor _ in range(150):\n"
+            f"    if subprocess.run(['xdotool', 'search', '--onlyvisible', '--name', {title!r}]).returncode == 0:\n"
+            "        break\n    time.sleep(0.2)\ntime.sleep(1)")
 task("calc-sum-total", "In ~/Documents/budget.xlsx (open in Calc), write Total in A6 and the sum of B2:B5 in B6, then save the file in its current format.",
      calc_open("budget.xlsx", f"{H}/Documents/budget.xlsx"),
      {"func": "compare_table", "result": vmfile(f"{H}/Documents/budget.xlsx"),
       "options": {"rules": [{"type": "check_cell", "sheet_idx": 0, "coordinate": "A6", "props": {"value": {"method": "eq", "ref": "Total"}}},
                             {"type": "check_cell", "sheet_idx": 0, "coordinate": "B6", "props": {"value": {"method": "approx:0.001", "ref": 100}}}]}},
-     ["libreoffice_calc"], ["pyautogui.hotkey('ctrl', 'Home'); pyautogui.press('down', presses=5, interval=0.05); " + typ("Total\t=SUM(B2:B5)\n", 0.5), SAVE, "DONE"])
+     ["libreoffice_calc"], ["pyautogui.hotkey('ctrl', 'Home'); pyautogui.press('down', presses=5, interval=0.05); " + typ("Total\t=SUM(B2:B5)\n", 0.5), save('~/Documents/budget.xlsx'), "DONE"])
 task("calc-double-column", "In the open budget.xlsx, put the header Double in C1 and, in C2:C5, twice the cost of each row. Save in the current format.",
      calc_open("budget.xlsx", f"{H}/Documents/budget.xlsx"),
      {"func": "compare_table", "result": vmfile(f"{H}/Documents/budget.xlsx"),
       "options": {"rules": [{"type": "check_cell", "sheet_idx": "RI0", "coordinate": "C1", "props": {"value": {"method": "eq", "ref": "Double"}}}] +
                            [{"type": "check_cell", "sheet_idx": "RI0", "coordinate": f"C{r}", "props": {"value": {"method": "approx:0.001", "ref": v}}}
                             for r, v in ((2, 80), (3, 60), (4, 40), (5, 20))]}},
-     ["libreoffice_calc"], ["pyautogui.hotkey('ctrl', 'Home'); pyautogui.press('right', presses=2, interval=0.05); " + typ("Double\n=B2*2\n=B3*2\n=B4*2\n=B5*2\n", 0.5), SAVE, "DONE"])
+     ["libreoffice_calc"], ["pyautogui.hotkey('ctrl', 'Home'); pyautogui.press('right', presses=2, interval=0.05); " + typ("Double\n=B2*2\n=B3*2\n=B4*2\n=B5*2\n", 0.5), save('~/Documents/budget.xlsx'), "DONE"])
 task("calc-add-row", "Add a new row at the bottom of the table in budget.xlsx with item Paper and cost 12, then save in the current format.",
      calc_open("budget.xlsx", f"{H}/Documents/budget.xlsx"),
      {"func": "compare_table", "result": vmfile(f"{H}/Documents/budget.xlsx"), "expected": cloud("budget_row_expected.xlsx"),
       "options": {"rules": [{"type": "sheet_name"}, {"type": "sheet_data", "sheet_idx0": 0, "sheet_idx1": "EI0"}]}},
-     ["libreoffice_calc"], ["pyautogui.hotkey('ctrl', 'Home'); pyautogui.press('down', presses=5, interval=0.05); " + typ("Paper\t12\n", 0.5), SAVE, "DONE"])
+     ["libreoffice_calc"], ["pyautogui.hotkey('ctrl', 'Home'); pyautogui.press('down', presses=5, interval=0.05); " + typ("Paper\t12\n", 0.5), save('~/Documents/budget.xlsx'), "DONE"])
 task("calc-average", "In budget.xlsx, write the label Average in D1 and the average cost of B2:B5 in E1. Save in the current format.",
      calc_open("budget.xlsx", f"{H}/Documents/budget.xlsx"),
      {"func": "compare_table", "result": vmfile(f"{H}/Documents/budget.xlsx"),
       "options": {"rules": [{"type": "check_cell", "sheet_idx": 0, "coordinate": "D1", "props": {"value": {"method": "eq", "ref": "Average"}}},
                             {"type": "check_cell", "sheet_idx": 0, "coordinate": "E1", "props": {"value": {"method": "approx:0.001", "ref": 25}}}]}},
-     ["libreoffice_calc"], ["pyautogui.hotkey('ctrl', 'Home'); pyautogui.press('right', presses=3, interval=0.05); " + typ("Average\t=AVERAGE(B2:B5)\n", 0.5), SAVE, "DONE"])
+     ["libreoffice_calc"], ["pyautogui.hotkey('ctrl', 'Home'); pyautogui.press('right', presses=3, interval=0.05); " + typ("Average\t=AVERAGE(B2:B5)\n", 0.5), save('~/Documents/budget.xlsx'), "DONE"])
 task("calc-fill-inventory", "Fill the empty sheet of ~/Documents/inventory.xlsx with the table: header Product, Qty; rows Pens 120, Pads 45, Clips 300 (starting at A1). Save in the current format.",
      [dl("empty.xlsx", f"{H}/Documents/inventory.xlsx"), openf(f"{H}/Documents/inventory.xlsx")],
      {"func": "compare_table", "result": vmfile(f"{H}/Documents/inventory.xlsx"), "expected": cloud("inventory_expected.xlsx"),
       "options": {"rules": [{"type": "sheet_data", "sheet_idx0": "RI0", "sheet_idx1": "EI0"}]}},
-     ["libreoffice_calc"], ["pyautogui.hotkey('ctrl', 'Home'); " + typ("Product\tQty\nPens\t120\nPads\t45\nClips\t300\n", 0.5), SAVE, "DONE"])
+     ["libreoffice_calc"], ["pyautogui.hotkey('ctrl', 'Home'); " + typ("Product\tQty\nPens\t120\nPads\t45\nClips\t300\n", 0.5), save('~/Documents/inventory.xlsx'), "DONE"])
 task("calc-rename-header", "In the open budget.xlsx, rename the column header Cost (B1) to Amount.",
      calc_open("budget.xlsx", f"{H}/Documents/budget.xlsx"),
      {"func": "compare_table", "result": vmfile(f"{H}/Documents/budget.xlsx"),
@@ -182,31 +191,31 @@ task("calc-rename-header", "In the open budget.xlsx, rename the column header Co
 task("calc-edit-csv", "Bob's score in ~/Documents/scores.csv should be 91. Fix it in Calc and save the file as CSV.",
      [dl("scores.csv", f"{H}/Documents/scores.csv"), openf(f"{H}/Documents/scores.csv")],
      {"func": "compare_csv", "result": vmfile(f"{H}/Documents/scores.csv"), "expected": cloud("scores_expected.csv"), "options": {"strict": False}},
-     ["libreoffice_calc"], ["time.sleep(1); pyautogui.press('enter'); time.sleep(2.5)",
-                            "pyautogui.hotkey('ctrl', 'Home'); pyautogui.press('down', presses=2, interval=0.05); pyautogui.press('right'); " + typ("91\n", 0.5), SAVE, "DONE"])
+     ["libreoffice_calc"], ["time.sleep(1); pyautogui.press('enter'); time.sleep(1)", wait_window("scores.csv - LibreOffice Calc"),
+                            "pyautogui.hotkey('ctrl', 'Home'); pyautogui.press('down', presses=2, interval=0.05); pyautogui.press('right'); " + typ("91\n", 0.5), save('~/Documents/scores.csv'), "DONE"])
 
 # ---------------- writer ----------------
 def wr_open(): return [dl("letter.docx", f"{H}/Documents/letter.docx"), openf(f"{H}/Documents/letter.docx")]
 task("writer-append-paragraph", "Add a new last paragraph 'Thank you.' to the letter open in Writer and save it as .docx.",
      wr_open(), {"func": "compare_docx_files", "result": vmfile(f"{H}/Documents/letter.docx"), "expected": cloud("letter_append_expected.docx")},
-     ["libreoffice_writer"], ["pyautogui.hotkey('ctrl', 'End'); pyautogui.press('enter'); " + typ("Thank you.", 0.3), SAVE, "DONE"])
+     ["libreoffice_writer"], ["pyautogui.hotkey('ctrl', 'End'); pyautogui.press('enter'); " + typ("Thank you.", 0.3), save('~/Documents/letter.docx'), "DONE"])
 task("writer-change-greeting", "Change the greeting of the letter from 'Dear team,' to 'Dear colleagues,' and save it (keep .docx).",
      wr_open(), {"func": "compare_docx_files", "result": vmfile(f"{H}/Documents/letter.docx"), "expected": cloud("letter_greeting_expected.docx"),
                  "options": {"ignore_blanks": False}},
-     ["libreoffice_writer"], ["pyautogui.hotkey('ctrl', 'Home'); pyautogui.hotkey('shift', 'end'); " + typ("Dear colleagues,", 0.3), SAVE, "DONE"])
+     ["libreoffice_writer"], ["pyautogui.hotkey('ctrl', 'Home'); pyautogui.hotkey('shift', 'end'); " + typ("Dear colleagues,", 0.3), save('~/Documents/letter.docx'), "DONE"])
 task("writer-delete-paragraph", "Delete the paragraph 'Please bring your notes.' from the letter and save it (keep .docx).",
      wr_open(), {"func": "compare_docx_files", "result": vmfile(f"{H}/Documents/letter.docx"), "expected": cloud("letter_delete_expected.docx"),
                  "options": {"ignore_blanks": False}},
-     ["libreoffice_writer"], ["pyautogui.hotkey('ctrl', 'Home'); pyautogui.press('down', presses=2, interval=0.05); pyautogui.press('home'); pyautogui.hotkey('shift', 'down'); pyautogui.press('delete'); time.sleep(0.3)", SAVE, "DONE"])
+     ["libreoffice_writer"], ["pyautogui.hotkey('ctrl', 'Home'); pyautogui.press('down', presses=2, interval=0.05); pyautogui.press('home'); pyautogui.hotkey('shift', 'down'); pyautogui.press('delete'); time.sleep(0.3)", save('~/Documents/letter.docx'), "DONE"])
 task("writer-insert-title", "Insert a new first paragraph 'Invitation' at the top of the letter and save it (keep .docx).",
      wr_open(), {"func": "compare_docx_files", "result": vmfile(f"{H}/Documents/letter.docx"), "expected": cloud("letter_title_expected.docx"),
                  "options": {"ignore_blanks": False}},
-     ["libreoffice_writer"], ["pyautogui.hotkey('ctrl', 'Home'); " + typ("Invitation\n", 0.3), SAVE, "DONE"])
+     ["libreoffice_writer"], ["pyautogui.hotkey('ctrl', 'Home'); " + typ("Invitation\n", 0.3), save('~/Documents/letter.docx'), "DONE"])
 task("writer-write-notes", "Write two paragraphs into the empty document ~/Documents/notes.docx: 'Bunshin notes' and 'Snapshots are cheap.' Save it as .docx.",
      [dl("blank.docx", f"{H}/Documents/notes.docx"), openf(f"{H}/Documents/notes.docx")],
      {"func": "compare_docx_files", "result": vmfile(f"{H}/Documents/notes.docx"), "expected": cloud("notes_expected.docx"),
       "options": {"ignore_blanks": False, "delete_empty_lines": True}},
-     ["libreoffice_writer"], ["pyautogui.hotkey('ctrl', 'Home'); " + typ("Bunshin notes\nSnapshots are cheap.", 0.3), SAVE, "DONE"])
+     ["libreoffice_writer"], ["pyautogui.hotkey('ctrl', 'Home'); " + typ("Bunshin notes\nSnapshots are cheap.", 0.3), save('~/Documents/notes.docx'), "DONE"])
 
 # ---------------- chromium ----------------
 def go(url, after=1.5): return "pyautogui.hotkey('ctrl', 'l'); time.sleep(0.3); " + typ(url + "\n", after)

@@ -1,6 +1,7 @@
 """A task file in OSWorld's own form (tests/osworld/data/, an `os` task written from memory of OSWorld's
 evaluation_examples: its id, /home/user paths, the Ctrl+Alt+T terminal opened by a `python -c` pyautogui
-config step, a vm_command_line + exact_match evaluator) loads and runs here unchanged."""
+config step, a vm_command_line + exact_match evaluator) loads and runs here unchanged. It differs from
+OSWorld's file of that id; the unmodified OSWorld files run in tests/integration/test_osworld_real_tasks.py."""
 from __future__ import annotations
 
 import json
