@@ -20,7 +20,7 @@ import logging
 from forkcore import ExecutorError, Snapshot, Workspace
 
 from .adapter import ActionError, EnvAdapter, Task
-from .cache import CacheConfig, CachedStep, MissExecutionError, PrefixCache, PrefixTree
+from .cache import CacheConfig, CachedStep, CacheStore, MissExecutionError, PrefixCache, PrefixTree
 from .snapshots import REGISTRY
 
 
@@ -54,6 +54,38 @@ class _TreeSnapshot:
 PREFIX_CACHE = PrefixCache(CacheConfig(snapshot_budget_bytes=int(os.environ.get("BUNSHIN_SNAPSHOT_BUDGET_MB", "8192")) << 20))
 atexit.register(PREFIX_CACHE.close)
 _TRUNCATION_REWARDS: dict[tuple[int, str], float] = {}  # (tree id, node key) -> evaluation of "" there
+_STORES: dict[str, CacheStore] = {}  # cache_dir -> its store, shared by every env of this process
+_STORE_LOADED: set[tuple[str, str, str]] = set()  # (cache_dir, task id, initial digest) adopted from disk
+_STORE_LOCK = threading.Lock()
+
+
+def _store_tree(cache_dir: str, task_id: str, digest: str, readonly) -> tuple[PrefixTree, CacheStore]:
+    """The task's tree in PREFIX_CACHE, first loaded from the on-disk store of `cache_dir` (once per process)."""
+    cache_dir = os.path.abspath(cache_dir)
+    with _STORE_LOCK:
+        store = _STORES.get(cache_dir)
+        if store is None:
+            store = _STORES[cache_dir] = CacheStore(cache_dir)
+        if (cache_dir, task_id, digest) not in _STORE_LOADED:
+            tree, report = store.load_tree(task_id, digest, readonly=readonly, tree_factory=PREFIX_CACHE.new_tree)
+            if report.dropped:
+                log.warning("cache store %s: %d corrupt or stale entries of task %s dropped", cache_dir,
+                            report.dropped, task_id)
+            if all(t.key != tree.key for t in PREFIX_CACHE.trees()):  # else keep the tree this process built
+                PREFIX_CACHE.adopt(tree)
+            _STORE_LOADED.add((cache_dir, task_id, digest))
+        return PREFIX_CACHE.tree(task_id, digest, readonly=readonly), store
+
+
+def _close_stores() -> None:
+    with _STORE_LOCK:
+        for store in _STORES.values():
+            store.close()
+        _STORES.clear()
+        _STORE_LOADED.clear()
+
+
+atexit.register(_close_stores)
 
 
 def reset_prefix_cache() -> None:
@@ -62,6 +94,7 @@ def reset_prefix_cache() -> None:
     PREFIX_CACHE.close()
     PREFIX_CACHE = PrefixCache(PREFIX_CACHE.config)
     _TRUNCATION_REWARDS.clear()
+    _close_stores()
 
 
 class BunshinEnv(gym.Env):
@@ -80,6 +113,12 @@ class BunshinEnv(gym.Env):
         stats_sink: a list that receives this env's speculation counters when it closes (benchmarks).
         diagnostics: put run-dependent details (cache hit/miss, replayed calls, backend, timings) into
             `info["bunshin"]`; off by default so identical runs give identical `info`.
+        cache_dir: a directory holding an on-disk `CacheStore` (default: $BUNSHIN_CACHE_DIR, else none).
+            The task's tree is loaded from it at the first reset in a process and every new step is
+            written back when an episode ends and when the env closes, so another process (the next
+            iteration, a crashed run restarted) starts warm. Entries are verified when read; a corrupt one
+            is dropped and re-executed, never served. Its identity includes the task file, the workspace
+            spec and layer versions, so changed code or tasks never hit old entries.
 
     Prefix cache (BunshinRL §3.2, TVCache): a step's key is the canonical signature of every action of the
     episode so far. If that whole prefix was executed before (by any env of this task in this process), the
@@ -106,7 +145,7 @@ class BunshinEnv(gym.Env):
     def __init__(self, task_id: str | None = None, task_config: dict | str | None = None, max_steps: int = 30,
                  backend: str = "auto", cache: bool = True, diagnostics: bool = False,
                  render_mode: str | None = None, selector: Any = None, speculate_k: int = 3,
-                 stats_sink: list | None = None, **adapter_kwargs: Any) -> None:
+                 stats_sink: list | None = None, cache_dir: str | None = None, **adapter_kwargs: Any) -> None:
         if not isinstance(max_steps, int) or max_steps < 1:
             raise ValueError(f"max_steps={max_steps!r}: expected an int >= 1")
         if render_mode not in (None, "rgb_array"):
@@ -114,6 +153,10 @@ class BunshinEnv(gym.Env):
         self.adapter = self.adapter_class(**adapter_kwargs)
         self.max_steps, self.backend, self.use_cache = max_steps, backend, bool(cache)
         self.diagnostics, self.render_mode = diagnostics, render_mode
+        self.cache_dir = cache_dir if cache_dir is not None else (os.environ.get("BUNSHIN_CACHE_DIR") or None)
+        if self.cache_dir is not None and not self.use_cache:
+            raise ValueError("cache_dir needs cache=True (the on-disk store persists the shared prefix tree)")
+        self._store: CacheStore | None = None
         self._default_task = self.adapter.load_task(task_id, task_config) if (task_id or task_config) else None
         self.observation_space = self.adapter.observation_space()
         self.action_space = self.adapter.action_space()
@@ -152,7 +195,9 @@ class BunshinEnv(gym.Env):
         self.elapsed_steps, self.history, self._done = 0, [], False
         self._last_obs = result.observation
         self._abort_speculation()
-        if self.use_cache:
+        if self.cache_dir is not None:
+            self._tree, self._store = _store_tree(self.cache_dir, task.id, ts.initial_digest, self._readonly)
+        elif self.use_cache:
             self._tree = PREFIX_CACHE.tree(task.id, ts.initial_digest, readonly=self._readonly)
         else:  # a private tree: speculation only, no reuse across episodes
             self._tree = PrefixTree(task.id, f"{ts.initial_digest}-{id(self)}-{time.monotonic_ns()}",
@@ -194,6 +239,7 @@ class BunshinEnv(gym.Env):
         self._done = terminated or truncated
         if self._done:
             self._abort_speculation()
+            self._persist()
         elif diag.get("cache") == "miss" and self.speculation_enabled:
             self._start_speculation(diag)
         info = self._info(err, {**diag, "step_s": time.monotonic() - t0})
@@ -206,10 +252,20 @@ class BunshinEnv(gym.Env):
 
     def close(self) -> None:
         self._abort_speculation()
+        self._persist()
         self._drop_workspace()
         if self._stats_sink is not None:
             self._stats_sink.append(dict(self.spec_stats))
             self._stats_sink = None
+
+    def _persist(self) -> None:
+        """Write the tree's new steps to the on-disk store (a full disk loses persistence, not the episode)."""
+        if self._store is not None and self._tree is not None:
+            try:
+                self._store.save_tree(self._tree)
+            except OSError as e:
+                log.warning("cache store %s: saving task %s failed, continuing in memory: %s", self.cache_dir,
+                            self._tree.task_id, e)
 
     # ---- execution, cache and materialisation ---------------------------------------------------------
     def _readonly(self, signature: str) -> bool:
@@ -402,6 +458,7 @@ class BunshinEnv(gym.Env):
             base.elapsed_steps, base.history, base._done = self.elapsed_steps, list(self.history), self._done
             base._last_obs = copy.deepcopy(self._last_obs)
             base._tree, base._node, base._ws_node = self._tree, self._node, self._node
+            base._store = self._store
             base.selector, base.speculation_enabled = self.selector, self.speculation_enabled
             _mark_reset(env)
             out.append(env)
@@ -409,7 +466,8 @@ class BunshinEnv(gym.Env):
 
     def _ctor_kwargs(self) -> dict:
         return {"max_steps": self.max_steps, "backend": self.backend, "cache": self.use_cache,
-                "diagnostics": self.diagnostics, "render_mode": self.render_mode, "speculate_k": self.speculate_k}
+                "diagnostics": self.diagnostics, "render_mode": self.render_mode, "speculate_k": self.speculate_k,
+                "cache_dir": self.cache_dir}
 
     # ---- helpers ------------------------------------------------------------------------------------
     def _evaluate(self, answer: str | None, ws: Workspace | None = None) -> float:

@@ -169,3 +169,52 @@ def test_vector_env_forks_slots_and_autoresets_next_step():
             venv.fork(0, [0])
     finally:
         venv.close()
+
+
+_OTHER_PROCESS = r"""
+import hashlib, json, sys
+import gymnasium as gym, numpy as np
+import bunshin_gym  # noqa: F401
+env = gym.make("BunshinWebArena-v0", task_id=sys.argv[1], cache_dir=sys.argv[2], diagnostics=True)
+obs, _ = env.reset()
+out = []
+for a in json.loads(sys.argv[3]):
+    obs, r, term, trunc, info = env.step(a)
+    out.append([obs["url"], obs["axtree"], hashlib.sha256(np.ascontiguousarray(obs["screenshot"]).tobytes()).hexdigest(),
+                r, term, info["bunshin"]["cache"]])
+env.close()
+print(json.dumps(out))
+"""
+
+
+def test_on_disk_cache_serves_another_process_and_drops_corrupt_entries(tmp_path):
+    """A tree recorded with cache_dir is reused by a fresh process (all hits, identical observations); a
+    corrupted blob is dropped and that step is executed again, never served wrong."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = gym.make("BunshinWebArena-v0", task_id=TASK, cache_dir=str(tmp_path))
+    actions = env.unwrapped.adapter.oracle_actions(env.unwrapped.adapter.load_task(TASK))[:3]
+    fresh = gym.make("BunshinWebArena-v0", task_id=TASK, cache=False)
+    try:
+        expected = _run(fresh, actions)
+        assert _run(env, actions) == expected
+    finally:
+        fresh.close()
+        env.close()
+    cmd = [sys.executable, "-c", _OTHER_PROCESS, TASK, str(tmp_path), json.dumps(actions)]
+    rows = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=600).stdout)
+    assert [r[5] for r in rows] == ["hit"] * len(actions)
+    assert [(r[0], r[1], r[2]) for r in rows] == [(e[0][0], e[0][1], e[0][4]) for e in expected[1:]]
+    # flip a byte in every stored step result: the other process must execute, not serve them
+    blobs = [p for p in Path(tmp_path, "blobs").rglob("*") if p.is_file()]
+    assert blobs
+    for p in blobs:
+        data = bytearray(p.read_bytes())
+        data[-1] ^= 0xFF
+        p.write_bytes(bytes(data))
+    rows = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=600).stdout)
+    assert [r[5] for r in rows] == ["miss"] * len(actions)
+    assert [(r[0], r[1], r[2]) for r in rows] == [(e[0][0], e[0][1], e[0][4]) for e in expected[1:]]
