@@ -77,26 +77,38 @@ def tasks_list(env: str = typer.Option(..., help="webarena, osworld or an env id
 @app.command()
 def run(env: str = typer.Option(..., help="webarena, osworld or an env id"),
         task: str = typer.Option(..., help="task id (see `bunshin tasks list`)"),
-        policy: str = typer.Option("oracle", help="oracle | random"),
-        seed: int = typer.Option(0, help="seed for the random policy"),
-        max_steps: int = typer.Option(30, help="steps before truncation")) -> None:
+        policy: str = typer.Option("oracle", help="oracle | random | chat (an LLM, see --llm-url)"),
+        seed: int = typer.Option(0, help="seed for the random and chat policies"),
+        max_steps: int = typer.Option(30, help="steps before truncation"),
+        llm_url: Optional[str] = typer.Option(None, help="chat: an OpenAI-compatible base URL (default: start "
+                                                         "the local model of scripts/install_llm.sh)")) -> None:
     """Run one episode of a task with a policy; prints each step and the reward."""
+    import contextlib
     import random
 
-    e = _make_env(env, task_id=task, max_steps=max_steps, diagnostics=True)
-    try:
+    if policy not in ("oracle", "random", "chat"):
+        raise typer.BadParameter(f"policy {policy!r}: use oracle, random or chat")
+    with contextlib.ExitStack() as stack:
+        if policy == "chat":
+            from .llm_server import LocalLLMServer
+            from .rollout import ChatPolicy
+
+            if llm_url is None:
+                llm_url = stack.enter_context(LocalLLMServer()).base_url
+            chat = ChatPolicy(base_url=llm_url, timeout_s=600)
+        e = stack.enter_context(contextlib.closing(_make_env(env, task_id=task, max_steps=max_steps, diagnostics=True)))
         obs, info = e.reset(seed=seed)
         adapter = e.unwrapped.adapter
         if policy == "oracle":
             actions = iter(adapter.oracle_actions(e.unwrapped.task))
-        elif policy != "random":
-            raise typer.BadParameter(f"policy {policy!r}: use oracle or random")
         rng, reward, done = random.Random(seed), 0.0, False
         while not done:
             if policy == "oracle":
                 action = next(actions, None)
                 if action is None:
                     break
+            elif policy == "chat":
+                action = chat.act(obs, e, rng)
             else:
                 action = rng.choice(adapter.candidate_actions(obs) or ["noop()"])
             obs, reward, term, trunc, info = e.step(action)
@@ -104,8 +116,6 @@ def run(env: str = typer.Option(..., help="webarena, osworld or an env id"),
             err = f"  error: {info['last_action_error']}" if info["last_action_error"] else ""
             typer.echo(f"step {info['elapsed_steps']:>2}: {str(action)[:90]}{err}")
         typer.echo(f"reward: {reward}")
-    finally:
-        e.close()
 
 
 @app.command()

@@ -119,4 +119,6 @@ fi
 bash envs/osworld/install_reference.sh
 # BrowserGym in its own venv (it pins an older Playwright): the baseline of `bunshin bench webarena`.
 bash scripts/install_browsergym.sh
+# A small real LLM (llama-cpp-python's server + Gemma 3 270M) in its own venv, for ChatPolicy and its test.
+bash scripts/install_llm.sh
 say "done. Check the machine with: $PREFIX/venv/bin/bunshin doctor"
