@@ -8,7 +8,9 @@ and at most `concurrency` workspaces alive. Configurations:
   spec        speculation only (selector-predicted chains run in forked workspaces while the policy thinks)
   cache_spec  both (the paper's "Full")
 The selector is trained on the oracle trajectories before iteration 1 (standing for an earlier epoch's
-recording) and retrained on everything recorded so far before each later iteration.
+recording) and retrained on everything recorded so far before each later iteration. Speculation is
+tail-aware: before each think, only the live samples predicted slowest (above `tail_quantile` of predicted
+remaining time, from the timings recorded in earlier iterations; all samples in the first) speculate.
 Rewards must be identical across configurations: the cache and speculation may change time, never results.
 
 Writes OUT/epoch.json = {"think_time", "args", "configs": {name: {"wall_s", "peak_memory_mb",
@@ -29,8 +31,9 @@ from tqdm import tqdm
 import bunshin_gym  # noqa: F401 - registers the envs
 from bunshin_gym import adapter_for
 from bunshin_gym import env as bunshin_env
-from bunshin_gym.rollout import StochasticTracePolicy, ThinkTimeModel, run_rollouts
-from bunshin_gym.speculation import SelectorConfig, SpecToolSelector, Trajectory, TrajectoryStep
+from bunshin_gym.rollout import StochasticTracePolicy, TailSpeculation, ThinkTimeModel, run_rollouts
+from bunshin_gym.speculation import (SelectorConfig, SpecToolSelector, TailConfig, TailSelector, TimingModel, Trajectory,
+                                     TrajectoryStep)
 from forkcore import host_memory_used
 
 CONFIGS = ("base", "cache", "spec", "cache_spec")
@@ -56,6 +59,8 @@ class Args:
     """probability that a sample takes a random detour instead of the oracle's next action"""
     speculate_k: int = 3
     """speculative chain length"""
+    tail_quantile: float = 0.75
+    """tail selection: speculate for live samples above this quantile of predicted remaining time"""
     configs: tuple[str, ...] = CONFIGS
     """configurations to run"""
     out: str = "bench-out/epoch"
@@ -116,12 +121,15 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
 
     mon = threading.Thread(target=sampler, daemon=True)
     mon.start()
-    hit_rates, rewards, matched, predicted = [], [], 0, 0
+    hit_rates, rewards, matched, predicted, started, tail_steps = [], [], 0, 0, 0, [0, 0]
     bar = tqdm(total=args.iterations * len(tasks) * args.group, desc=config, unit="rollout", disable=not progress)
     for it in range(args.iterations):
-        selector = None
+        selector = tail = None
         if use_spec:
             selector = SpecToolSelector(SelectorConfig(model="ngram")).fit(recorded)
+            # timings come from rollouts recorded so far (none before iteration 1: every sample is a tail)
+            timed = [t for t in recorded if t.iteration is not None]
+            tail = TailSpeculation(TailSelector(TimingModel().fit(timed), TailConfig(quantile=args.tail_quantile)))
         envs_stats = []
 
         def policy(task_id, g):
@@ -136,7 +144,7 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
 
         samples = [(t, g) for t in tasks for g in range(args.group)]
         rollouts = run_rollouts(args.env, samples, policy, think=think, concurrency=args.concurrency,
-                                seed=args.seed * 1000 + it, on_progress=done, clock0=t_start,
+                                seed=args.seed * 1000 + it, on_progress=done, clock0=t_start, tail=tail,
                                 env_kwargs={"cache": use_cache, "selector": selector, "speculate_k": args.speculate_k,
                                             "stats_sink": envs_stats})
         steps = sum(len(r.steps) for r in rollouts)
@@ -145,6 +153,9 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
         for s in envs_stats:
             matched += s["matched"]
             predicted += s["matched"] + s["aborted"]
+            started += s["predicted"]
+        if tail is not None:
+            tail_steps = [a + b for a, b in zip(tail_steps, (tail.decisions["speculating"], tail.decisions["not_speculating"]))]
         recorded += [r.trajectory(it) for r in rollouts]
     wall = time.monotonic() - t_start
     stop.set()
@@ -152,6 +163,8 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
     bar.close()
     return {"wall_s": round(wall, 2), "peak_memory_mb": round(peak[0] / 2**20, 1), "hit_rate_per_iteration": hit_rates,
             "spec_accuracy": round(matched / predicted, 4) if use_spec and predicted else None,
+            "speculations_started": started if use_spec else None,
+            "tail_steps_speculating_vs_not": tail_steps if use_spec else None,
             "running_over_time": running, "rewards": rewards}
 
 

@@ -128,10 +128,12 @@ class BunshinEnv(gym.Env):
     fixed clock, seeded data, one workspace per episode.
 
     Speculation (BunshinRL §3.3): while the policy thinks, a background thread runs the selector's
-    predicted chain in a fork of the workspace and records its results in the tree. If the policy's next
+    predicted chain on the live workspace and records its results in the tree. If the policy's next
     action matches, the step is served from the tree (waiting for the in-flight call if needed) and the
-    speculative workspace is adopted when the env next needs a live one; on a mismatch the chain is
-    aborted and its fork destroyed. `speculation_enabled` can be toggled per env (tail selection).
+    speculative workspace is adopted back when the env next needs a live one; on a mismatch the chain is
+    aborted, its workspace destroyed and the episode's state re-materialised from the tree (fork of the
+    nearest retained snapshot + replay), which costs less than forking before every speculation. `speculation_enabled` can be toggled per env and `speculation_filter`
+    (signature -> bool) cuts chains at calls not worth a fork: the rollout driver's tail selection sets both.
 
     Episode end:
         terminated=True when the agent stops (reward = the task's evaluation of its answer/end state);
@@ -172,7 +174,9 @@ class BunshinEnv(gym.Env):
         self._ws_node = None  # the tree node whose state the live workspace holds
         self.selector, self.speculate_k = selector, int(speculate_k)
         self.speculation_enabled = selector is not None
+        self.speculation_filter: Any = None  # signature -> bool: is this predicted call worth a fork (tail model)
         self._spec: _Speculation | None = None
+        self._bg: threading.Thread | None = None  # a snapshot of the live workspace in progress
         self.spec_stats = {"adopted": 0, "aborted": 0, "predicted": 0, "matched": 0}
         self._stats_sink = stats_sink
 
@@ -240,8 +244,11 @@ class BunshinEnv(gym.Env):
         if self._done:
             self._abort_speculation()
             self._persist()
-        elif diag.get("cache") == "miss" and self.speculation_enabled:
-            self._start_speculation(diag)
+        elif diag.get("cache") == "miss":
+            snapshot_node = self._ws_node if self._wants_snapshot(step) else None
+            if not (self.speculation_enabled and self._start_speculation(diag, snapshot_node)) and snapshot_node:
+                self._background(lambda ws=self.workspace: self._snapshot_into_tree(ws, snapshot_node))
+            diag["snapshot_scheduled"] = snapshot_node is not None
         info = self._info(err, {**diag, "step_s": time.monotonic() - t0})
         return copy.deepcopy(obs), reward, terminated, truncated, info
 
@@ -304,7 +311,6 @@ class BunshinEnv(gym.Env):
                         node = claim.complete(step, time.monotonic() - t0)
                         self._ws_node = node
                         diag["cache"] = "miss"
-                        self._maybe_snapshot(node, step, diag)
                     else:
                         node, step = claim.node, claim.result
                         diag["cache"] = "waited"
@@ -323,11 +329,13 @@ class BunshinEnv(gym.Env):
 
     def _materialise(self, node) -> int:
         """Bring the live workspace to `node`'s state; returns how many calls were replayed."""
+        self._join_background()
         if self.workspace is not None and self._ws_node is node:
             return 0
         spec = self._spec
-        if spec is not None and not spec.thread.is_alive() and spec.node is node and spec.workspace is not None:
-            self._drop_workspace()  # adopt the speculative fork: it already holds this state
+        if spec is not None and not spec.thread.is_alive() and spec.node is node and spec.workspace is not None \
+                and spec.error is None:
+            self._drop_workspace()  # adopt the speculative workspace: it already holds this state
             self.workspace, self._ws_node, spec.workspace = spec.workspace, node, None
             self._spec = None
             self.spec_stats["adopted"] += 1
@@ -336,41 +344,71 @@ class BunshinEnv(gym.Env):
         with self._tree.checkout(node) as plan:
             handle = plan.ancestor.snapshot_handle
             source = handle.snapshot if handle is not None else self._task_snapshot.snapshot
+            t0 = time.monotonic()
             self.workspace = source.fork(1, backend=self.backend)[0]
+            self._tree.policy.observe_timing(restore_s=time.monotonic() - t0)
         for sig in plan.calls:
             method, params = self.adapter.step_call(sig)
             self.workspace.call(method, **params)
         self._ws_node = node
         return len(plan.calls)
 
-    def _maybe_snapshot(self, node, step: CachedStep, diag: dict) -> None:
-        if not self.use_cache or step.terminated or not self._tree.should_snapshot(node).retain:
-            return
-        t0 = time.monotonic()
-        snap = self.workspace.snapshot()
-        retained = self._tree.attach_snapshot(node, _TreeSnapshot(snap), time.monotonic() - t0)
-        diag["snapshot_retained"] = retained
+    def _wants_snapshot(self, step: CachedStep) -> bool:
+        """Selective snapshots: retain the state just executed when the tree's policy says it pays off."""
+        return (self.use_cache and not step.terminated and self.workspace is not None
+                and self._tree.should_snapshot(self._ws_node).retain)
+
+    def _snapshot_into_tree(self, ws: Workspace, node) -> None:
+        """Dump `ws` (holding `node`'s state) and retain it in the tree. Runs behind the policy's think time."""
+        try:
+            t0 = time.monotonic()
+            snap = ws.snapshot()
+            self._tree.attach_snapshot(node, _TreeSnapshot(snap), time.monotonic() - t0)
+        except Exception as e:  # noqa: BLE001 - a failed snapshot only loses a shortcut
+            log.warning("snapshot of task %s at depth %d failed: %s", self.task.id if self.task else "?",
+                        node.depth, e)
+
+    def _background(self, job) -> None:
+        """Run `job` on the live workspace while the policy thinks; anything touching it first joins it."""
+        self._join_background()
+        self._bg = threading.Thread(target=job, name="bunshin-snapshot", daemon=True)
+        self._bg.start()
+
+    def _join_background(self) -> None:
+        if self._bg is not None:
+            self._bg.join()
+            self._bg = None
 
     # ---- speculation -----------------------------------------------------------------------------------
-    def _start_speculation(self, diag: dict) -> None:
+    def _start_speculation(self, diag: dict, snapshot_node=None) -> bool:
+        """Start the predicted chain in the background (after retaining `snapshot_node`'s state, if given);
+        returns False if nothing was predicted worth running."""
         self._abort_speculation()
         chain = [p.signature for p in self.selector.predict_chain(self.history, self.speculate_k, self.task.id)]
         chain = [s for s in chain if not self._readonly(s)]
+        if self.speculation_filter is not None:  # stop at the first call too quick to be worth running ahead
+            worth = [self.speculation_filter(s) for s in chain]
+            chain = chain[:worth.index(False)] if False in worth else chain
         if not chain or self.workspace is None:
-            return
+            return False
         self.spec_stats["predicted"] += 1
         spec = _Speculation(chain)
         spec.node = self._node
-        source_ws, tree = self.workspace, self._tree
+        # The chain runs on the live workspace itself (no fork: a CRIU dump + restore per speculation cost
+        # more than the think time it hides on small machines). A match adopts it back; a mismatch destroys
+        # it and the next miss re-materialises the state from the tree (nearest retained snapshot + replay).
+        spec.workspace, self.workspace, self._ws_node = self.workspace, None, None
+        tree = self._tree
 
         def run() -> None:
+            if snapshot_node is not None:
+                self._snapshot_into_tree(spec.workspace, snapshot_node)
             try:
-                spec.workspace = source_ws.fork(1, backend=self.backend)[0]
                 for sig in spec.chain:
                     if spec.abort.is_set():
                         return
                     with tree.acquire_miss(spec.node, sig) as claim:
-                        if not claim.leader:  # already known: the fork does not hold that state, stop here
+                        if not claim.leader:  # already known (another env ran it): stop at the last state held
                             return
                         t0 = time.monotonic()
                         step = self._execute_on(spec.workspace, sig)
@@ -384,6 +422,7 @@ class BunshinEnv(gym.Env):
         self._spec = spec
         spec.thread.start()
         diag["speculation"] = {"started": chain}
+        return True
 
     def _check_speculation(self, signature: str, diag: dict) -> None:
         spec = self._spec
@@ -436,6 +475,7 @@ class BunshinEnv(gym.Env):
         return reward
 
     def _drop_workspace(self) -> None:
+        self._join_background()
         if self.workspace is not None:
             self.workspace.destroy()
         self.workspace, self._ws_node = None, None
@@ -460,6 +500,7 @@ class BunshinEnv(gym.Env):
             base._tree, base._node, base._ws_node = self._tree, self._node, self._node
             base._store = self._store
             base.selector, base.speculation_enabled = self.selector, self.speculation_enabled
+            base.speculation_filter = self.speculation_filter
             _mark_reset(env)
             out.append(env)
         return out

@@ -9,6 +9,7 @@ execution behind it. Trajectories feed the Spec Tool Selector (see speculation/t
 from __future__ import annotations
 
 import random
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ from typing import Any, Callable, Protocol, Sequence
 
 import gymnasium as gym
 
-from .speculation import Trajectory, TrajectoryStep
+from .speculation import SampleProgress, TailSelector, Trajectory, TrajectoryStep
 
 
 @dataclass(frozen=True)
@@ -74,30 +75,70 @@ class RandomPolicy:
 class ChatPolicy:
     """An OpenAI-compatible chat endpoint (e.g. llama.cpp's server) choosing the next action.
 
-    The prompt is the env's `render_prompt(obs)`; decoding is constrained to the env's action grammar
-    (`grammar`, a llama.cpp extension) when the env has one and `constrain=True`.
+    The prompt is the env's `render_prompt(obs)`, cut to `max_prompt_chars` (and by a third again each time
+    the server answers that prompt and `max_tokens` exceed its context window). Decoding is constrained to
+    the env's action grammar (`grammar`, a llama.cpp extension that llama-cpp-python's server also accepts)
+    when the env has one and `constrain=True`; the grammar's unbounded free-text runs (`[...]*`, e.g. the text
+    of `type [id] [text]`) are bounded to `max_text_chars` so that an action closes within `max_tokens`. A
+    constrained completion still cut at `max_tokens` is incomplete: it is asked again with a new seed, up to
+    `retries` times, and then returned as written (the env reports it as `last_action_error`).
+
+    Each request is recorded in `calls` (dicts: prompt_tokens, completion_tokens, seconds, finish_reason,
+    content), e.g. for tokens/s.
     """
 
+    SYSTEM_PROMPT = "You are a web agent. Answer with exactly one action."
+
     def __init__(self, base_url: str = "http://127.0.0.1:8080/v1", model: str = "local", temperature: float = 1.0,
-                 max_tokens: int = 64, constrain: bool = True, timeout_s: float = 120.0) -> None:
+                 max_tokens: int = 64, constrain: bool = True, timeout_s: float = 120.0, *,
+                 max_prompt_chars: int = 12000, max_text_chars: int | None = 40, retries: int = 2) -> None:
         import httpx
 
         self.client = httpx.Client(base_url=base_url, timeout=timeout_s)
         self.model, self.temperature, self.max_tokens, self.constrain = model, temperature, max_tokens, constrain
+        self.max_prompt_chars, self.max_text_chars, self.retries = max_prompt_chars, max_text_chars, retries
+        self.calls: list[dict[str, Any]] = []
+
+    @staticmethod
+    def bound_free_text(grammar: str, max_chars: int) -> str:
+        """`grammar` with every character class repeated by `*` (e.g. `[^\\]\\n]*`) repeated `{0,max_chars}`."""
+        return re.sub(r'(\[(?:\\.|[^\]\\])*\])\*', lambda m: f"{m.group(1)}{{0,{max_chars}}}", grammar)
 
     def act(self, observation, env, rng) -> str:
         adapter = env.unwrapped.adapter
-        body: dict[str, Any] = {
-            "model": self.model, "temperature": self.temperature, "max_tokens": self.max_tokens,
-            "seed": rng.randrange(2**31),
-            "messages": [{"role": "system", "content": "You are a web agent. Answer with exactly one action."},
-                         {"role": "user", "content": adapter.render_prompt(observation)[:12000]}]}
         grammar = adapter.action_grammar() if self.constrain else None
-        if grammar:
-            body["grammar"] = grammar
-        r = self.client.post("/chat/completions", json=body)
-        r.raise_for_status()
-        return r.json()["choices"][0]["message"]["content"].strip()
+        if grammar and self.max_text_chars is not None:
+            grammar = self.bound_free_text(grammar, self.max_text_chars)
+        prompt = adapter.render_prompt(observation)[:self.max_prompt_chars]
+        asked = 0
+        while True:
+            body: dict[str, Any] = {
+                "model": self.model, "temperature": self.temperature, "max_tokens": self.max_tokens,
+                "seed": rng.randrange(2**31),
+                "messages": [{"role": "system", "content": self.SYSTEM_PROMPT}, {"role": "user", "content": prompt}]}
+            if grammar:
+                body["grammar"] = grammar
+            t0 = time.monotonic()
+            r = self.client.post("/chat/completions", json=body)
+            if r.status_code == 400 and self._context_exceeded(r.text) and len(prompt) > 1000:
+                prompt = prompt[: len(prompt) * 2 // 3]  # prompt + max_tokens exceed the server's n_ctx
+                continue
+            r.raise_for_status()
+            out = r.json()
+            choice, usage = out["choices"][0], out.get("usage") or {}
+            content = (choice["message"]["content"] or "").strip()
+            self.calls.append({"prompt_tokens": usage.get("prompt_tokens"),
+                               "completion_tokens": usage.get("completion_tokens"),
+                               "seconds": time.monotonic() - t0, "finish_reason": choice.get("finish_reason"),
+                               "content": content})
+            asked += 1
+            if not (grammar and choice.get("finish_reason") == "length") or asked > self.retries:
+                return content
+
+    @staticmethod
+    def _context_exceeded(text: str) -> bool:
+        """Whether an HTTP 400 body says the prompt does not fit (OpenAI's and llama.cpp's wordings)."""
+        return any(k in text for k in ("context_length_exceeded", "context length", "context window", "context size"))
 
 
 @dataclass
@@ -119,28 +160,63 @@ class Rollout:
                           iteration=iteration, total_s=self.end_s - self.start_s)
 
 
+class TailSpeculation:
+    """Tail-aware speculation for a batch of rollouts (BunshinRL §3.3): before each think, the samples the
+    `TailSelector` predicts slowest get speculation, the others not; chains stop at calls whose recorded
+    execution time is too short to be worth a fork."""
+
+    def __init__(self, tails: "TailSelector") -> None:
+        self.tails = tails
+        self._lock = threading.Lock()
+        self._live: dict[str, tuple[gym.Env, SampleProgress]] = {}
+        self.decisions = {"speculating": 0, "not_speculating": 0}
+
+    def update(self, sample_id: str, env: gym.Env | None, progress: SampleProgress | None) -> None:
+        """Record where a sample stands (env None: it ended) and re-select the tail of the live batch."""
+        with self._lock:
+            if env is None:
+                self._live.pop(sample_id, None)
+            else:
+                self._live[sample_id] = (env, progress)
+            chosen = self.tails.select([p for _, p in self._live.values()])
+            for sid, (e, _) in self._live.items():
+                base = e.unwrapped
+                base.speculation_enabled = base.selector is not None and sid in chosen
+                base.speculation_filter = self.tails.worth_speculating
+            if env is not None:
+                self.decisions["speculating" if sample_id in chosen else "not_speculating"] += 1
+
+
 def run_sample(env: gym.Env, task_id: str, sample: int, policy: Policy, think: ThinkTimeModel,
-               rng: random.Random, clock0: float) -> Rollout:
+               rng: random.Random, clock0: float, tail: TailSpeculation | None = None) -> Rollout:
     out = Rollout(task_id, sample, start_s=time.monotonic() - clock0)
-    obs, info = env.reset(options={"task_id": task_id})
-    done = False
-    while not done:
-        think_s = think.sample(rng)
-        time.sleep(think_s)
-        action = policy.act(obs, env, rng)
-        t0 = time.monotonic()
-        obs, reward, term, trunc, info = env.step(action)
-        exec_s = time.monotonic() - t0
-        try:
-            sig = env.unwrapped.adapter.canonical_action(action)
-        except Exception:  # noqa: BLE001 - malformed actions are recorded as written
-            sig = str(action)
-        out.actions.append(action)
-        out.steps.append(TrajectoryStep(sig, think_s, exec_s))
-        status = info.get("bunshin", {}).get("cache")
-        out.hits += status == "hit"
-        out.misses += status in ("miss", "waited")
-        out.reward, done = float(reward), term or trunc
+    sample_id = f"{task_id}-{sample}"
+    try:
+        obs, info = env.reset(options={"task_id": task_id})
+        done = False
+        while not done:
+            if tail is not None:
+                tail.update(sample_id, env, SampleProgress(sample_id, task_id, len(out.steps),
+                                                           time.monotonic() - clock0 - out.start_s))
+            think_s = think.sample(rng)
+            time.sleep(think_s)
+            action = policy.act(obs, env, rng)
+            t0 = time.monotonic()
+            obs, reward, term, trunc, info = env.step(action)
+            exec_s = time.monotonic() - t0
+            try:
+                sig = env.unwrapped.adapter.canonical_action(action)
+            except Exception:  # noqa: BLE001 - malformed actions are recorded as written
+                sig = str(action)
+            out.actions.append(action)
+            out.steps.append(TrajectoryStep(sig, think_s, exec_s))
+            status = info.get("bunshin", {}).get("cache")
+            out.hits += status == "hit"
+            out.misses += status in ("miss", "waited")
+            out.reward, done = float(reward), term or trunc
+    finally:
+        if tail is not None:
+            tail.update(sample_id, None, None)
     out.end_s = time.monotonic() - clock0
     return out
 
@@ -148,18 +224,20 @@ def run_sample(env: gym.Env, task_id: str, sample: int, policy: Policy, think: T
 def rollout_group(env_id: str, task_id: str, policy_factory: Callable[[int], Policy], group: int, *,
                   think: ThinkTimeModel = ThinkTimeModel(), concurrency: int = 8, seed: int = 0,
                   env_kwargs: dict | None = None, on_progress: Callable[[Rollout], None] | None = None,
-                  clock0: float | None = None) -> list[Rollout]:
+                  clock0: float | None = None, tail: TailSpeculation | None = None) -> list[Rollout]:
     """G samples of one task state, run concurrently (at most `concurrency` alive). Ordered by sample."""
     return run_rollouts(env_id, [(task_id, g) for g in range(group)], policy_factory=lambda t, g: policy_factory(g),
                         think=think, concurrency=concurrency, seed=seed, env_kwargs=env_kwargs,
-                        on_progress=on_progress, clock0=clock0)
+                        on_progress=on_progress, clock0=clock0, tail=tail)
 
 
 def run_rollouts(env_id: str, samples: Sequence[tuple[str, int]], policy_factory: Callable[[str, int], Policy], *,
                  think: ThinkTimeModel = ThinkTimeModel(), concurrency: int = 8, seed: int = 0,
                  env_kwargs: dict | None = None, on_progress: Callable[[Rollout], None] | None = None,
-                 clock0: float | None = None) -> list[Rollout]:
-    """Run (task_id, sample) pairs concurrently, each in its own env; results in the order given."""
+                 clock0: float | None = None, tail: TailSpeculation | None = None) -> list[Rollout]:
+    """Run (task_id, sample) pairs concurrently, each in its own env; results in the order given.
+
+    With `tail` (and a `selector` in env_kwargs) only the predicted-slowest live samples speculate."""
     if concurrency < 1:
         raise ValueError(f"concurrency={concurrency}: expected >= 1")
     clock0 = time.monotonic() if clock0 is None else clock0
@@ -172,7 +250,7 @@ def run_rollouts(env_id: str, samples: Sequence[tuple[str, int]], policy_factory
             env = gym.make(env_id, task_id=task_id, diagnostics=True, **(env_kwargs or {}))
             try:
                 rng = random.Random(f"{seed}-{task_id}-{g}")
-                results[i] = run_sample(env, task_id, g, policy_factory(task_id, g), think, rng, clock0)
+                results[i] = run_sample(env, task_id, g, policy_factory(task_id, g), think, rng, clock0, tail)
                 if on_progress:
                     on_progress(results[i])
             except BaseException as e:  # noqa: BLE001 - re-raised below

@@ -55,9 +55,11 @@ class SnapshotPolicyConfig:
     """Knobs of the selective-snapshot rule (see `SnapshotPolicy`). Times are seconds of wall time."""
 
     snapshot_s: float = 0.6
-    """Expected time to take one snapshot on the critical path (CRIU dump of Chromium+Xvfb: ~0.55 s)."""
+    """Prior for the time one snapshot takes (CRIU dump of Chromium+Xvfb: ~0.55 s idle, 2+ s on a loaded
+    2-core machine); replaced by an EWMA of observed snapshot times (`observe_timing`)."""
     restore_s: float = 0.5
-    """Expected time to fork/restore a workspace from a retained snapshot (CRIU restore: ~0.5 s)."""
+    """Prior for the time to fork/restore a workspace from a retained snapshot; replaced by an EWMA of
+    observed restore times."""
     bytes_cost_s_per_gib: float = 2.0
     """Price of keeping 1 GiB of snapshot resident, in seconds of saved execution it must buy back."""
     est_snapshot_bytes: int = 64 << 20
@@ -114,7 +116,8 @@ class SnapshotPolicy:
 
         expected_visits(n) * (replay_s(n) - restore_s)  >  snapshot_s + est_bytes/GiB * bytes_cost_s_per_gib
 
-    where ``replay_s(n)`` is the summed execution cost of the calls from the nearest retained ancestor
+    where ``snapshot_s``/``restore_s`` are running estimates of measured times (priors from the config) and
+    ``replay_s(n)`` is the summed execution cost of the calls from the nearest retained ancestor
     snapshot down to ``n`` (what a future materialisation of ``n`` would replay without a snapshot here),
     and ``expected_visits(n) = prior_visits + reuse_factor * n.hits`` (past hits predict future ones).
     With ``prior_visits=1, reuse_factor=0`` and a parent snapshot this is exactly TVCache's rule
@@ -125,6 +128,8 @@ class SnapshotPolicy:
         self.config = config or SnapshotPolicyConfig()
         validate_policy_config(self.config)
         self._est_bytes = float(self.config.est_snapshot_bytes)
+        self._snapshot_s = float(self.config.snapshot_s)
+        self._restore_s = float(self.config.restore_s)
         self._lock = threading.Lock()
 
     @property
@@ -137,13 +142,23 @@ class SnapshotPolicy:
         with self._lock:
             self._est_bytes = (1 - a) * self._est_bytes + a * float(size_bytes)
 
+    def observe_timing(self, *, snapshot_s: float | None = None, restore_s: float | None = None) -> None:
+        """Fold a measured snapshot or restore time into the estimates the rule uses (same EWMA weight as sizes:
+        what these cost depends on the machine and its load, which the priors cannot know)."""
+        a = self.config.size_ewma_alpha
+        with self._lock:
+            if snapshot_s is not None and snapshot_s > 0:
+                self._snapshot_s = (1 - a) * self._snapshot_s + a * float(snapshot_s)
+            if restore_s is not None and restore_s > 0:
+                self._restore_s = (1 - a) * self._restore_s + a * float(restore_s)
+
     def decide(self, replay_s: float, hits: int) -> SnapshotDecision:
         """Apply the rule to a node with re-execution cost ``replay_s`` and ``hits`` past hits."""
         c = self.config
-        saved = replay_s - c.restore_s
+        saved = replay_s - self._restore_s
         visits = c.prior_visits + c.reuse_factor * hits
         benefit = visits * max(0.0, saved)
-        cost = c.snapshot_s + self._est_bytes / GIB * c.bytes_cost_s_per_gib
+        cost = self._snapshot_s + self._est_bytes / GIB * c.bytes_cost_s_per_gib
         if replay_s < c.min_replay_s:
             return SnapshotDecision(False, saved, visits, benefit, cost, f"replay {replay_s:.3f}s < min_replay_s")
         retain = benefit > cost

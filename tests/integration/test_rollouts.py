@@ -27,7 +27,7 @@ def test_speculation_gives_the_same_steps_as_fresh_execution():
         for actions in (oracle, detour):
             assert _run(spec, actions) == _run(fresh, actions)
         stats = spec.unwrapped.spec_stats
-        assert stats["matched"] > 0 and stats["aborted"] > 0
+        assert stats["matched"] > 0 and stats["aborted"] > 0 and stats["adopted"] > 0
     finally:
         fresh.close()
         spec.close()
@@ -45,6 +45,8 @@ def test_epoch_benchmark_rewards_are_identical_across_configurations(tmp_path):
     assert cfgs["base"]["hit_rate_per_iteration"] == [0.0, 0.0]
     assert cfgs["cache"]["hit_rate_per_iteration"][1] > 0, "iteration 2 replays iteration 1's prefixes"
     assert cfgs["spec"]["spec_accuracy"] is not None
+    speculating, not_speculating = cfgs["spec"]["tail_steps_speculating_vs_not"]
+    assert speculating > 0 and not_speculating > 0, "iteration 2 speculates only for the predicted-slowest sample"
     on_disk = json.loads((tmp_path / "epoch.json").read_text())
     assert on_disk["configs"]["cache"]["wall_s"] > 0
     for png in ("epoch_wall.png", "epoch_running.png", "epoch_hits.png"):
