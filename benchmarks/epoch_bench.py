@@ -14,7 +14,8 @@ remaining time, from the timings recorded in earlier iterations; all samples in 
 Rewards must be identical across configurations: the cache and speculation may change time, never results.
 
 Writes OUT/epoch.json = {"think_time", "args", "configs": {name: {"wall_s", "peak_memory_mb",
-"hit_rate_per_iteration", "spec_accuracy", "running_over_time", "rewards"}}} and OUT/epoch_*.png.
+"hit_rate_per_iteration", "spec_accuracy", "speculations_started", "tail_steps_speculating_vs_not",
+"cpu_busy_fraction", "running_over_time", "rewards"}}} and OUT/epoch_*.png.
 Full run:  bunshin bench epoch --env webarena --tasks 4 --group 4 --iterations 3 --out bench-out/epoch
 """
 from __future__ import annotations
@@ -112,6 +113,8 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
     stop = threading.Event()
     t_start = time.monotonic()
 
+    cpu0 = _cpu_times()
+
     def sampler():
         while not stop.is_set():
             with lock:
@@ -158,6 +161,7 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
             tail_steps = [a + b for a, b in zip(tail_steps, (tail.decisions["speculating"], tail.decisions["not_speculating"]))]
         recorded += [r.trajectory(it) for r in rollouts]
     wall = time.monotonic() - t_start
+    busy, total = (b - a for a, b in zip(cpu0, _cpu_times()))
     stop.set()
     mon.join()
     bar.close()
@@ -165,7 +169,15 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
             "spec_accuracy": round(matched / predicted, 4) if use_spec and predicted else None,
             "speculations_started": started if use_spec else None,
             "tail_steps_speculating_vs_not": tail_steps if use_spec else None,
-            "running_over_time": running, "rewards": rewards}
+            "cpu_busy_fraction": round(busy / max(total, 1), 3), "running_over_time": running, "rewards": rewards}
+
+
+def _cpu_times() -> tuple[int, int]:
+    """(busy, total) jiffies of all CPUs since boot, from /proc/stat: how saturated the machine was."""
+    with open("/proc/stat") as f:
+        vals = [int(x) for x in f.readline().split()[1:]]
+    idle = vals[3] + vals[4]  # idle + iowait
+    return sum(vals) - idle, sum(vals)
 
 
 def plot(result: dict, out: Path) -> None:

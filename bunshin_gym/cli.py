@@ -168,11 +168,11 @@ def bench_epoch(env: str = typer.Option("webarena", help="webarena, osworld or a
 
 def _print_epoch(result: dict) -> None:
     cfgs = result["configs"]
-    typer.echo(f"{'config':<11} {'wall_s':>8} {'peak_MB':>8} {'hit rate per iteration':<28} {'spec acc':>8}")
+    typer.echo(f"{'config':<11} {'wall_s':>8} {'peak_MB':>8} {'hit rate per iteration':<28} {'spec acc':>8} {'CPU busy':>8}")
     for name, c in cfgs.items():
         acc = "-" if c["spec_accuracy"] is None else f"{c['spec_accuracy']:.2f}"
         typer.echo(f"{name:<11} {c['wall_s']:>8.1f} {c['peak_memory_mb']:>8.0f} "
-                   f"{str(c['hit_rate_per_iteration']):<28} {acc:>8}")
+                   f"{str(c['hit_rate_per_iteration']):<28} {acc:>8} {c['cpu_busy_fraction']:>8.0%}")
     rewards = [c["rewards"] for c in cfgs.values()]
     same = all(r == rewards[0] for r in rewards)
     typer.echo(f"rewards identical across configurations: {same} (mean {sum(rewards[0]) / max(1, len(rewards[0])):.2f})")

@@ -28,7 +28,7 @@ log = logging.getLogger("bunshin_gym")
 
 
 class _Speculation:
-    """One in-flight speculative chain: its fork, the calls still expected, the node it reached."""
+    """One in-flight speculative chain: its workspace, the calls still expected, the node it reached."""
 
     def __init__(self, chain: list[str]) -> None:
         self.chain = chain
@@ -107,8 +107,8 @@ class BunshinEnv(gym.Env):
         backend: forkcore memory backend for clones ("auto", "memfile", "ksm", "private").
         cache: consult the task's tool-prefix tree before executing (see below). With cache=False each
             episode gets a private tree (used only by speculation): nothing is reused across episodes.
-        selector: a trained `SpecToolSelector`; when set, after each executed step the env forks its
-            workspace and runs the predicted next `speculate_k` calls in the background (see below).
+        selector: a trained `SpecToolSelector`; when set, after each executed step the env runs the
+            predicted next `speculate_k` calls on its workspace in the background (see below).
         speculate_k: length of a speculative chain.
         stats_sink: a list that receives this env's speculation counters when it closes (benchmarks).
         diagnostics: put run-dependent details (cache hit/miss, replayed calls, backend, timings) into
@@ -132,8 +132,15 @@ class BunshinEnv(gym.Env):
     action matches, the step is served from the tree (waiting for the in-flight call if needed) and the
     speculative workspace is adopted back when the env next needs a live one; on a mismatch the chain is
     aborted, its workspace destroyed and the episode's state re-materialised from the tree (fork of the
-    nearest retained snapshot + replay), which costs less than forking before every speculation. `speculation_enabled` can be toggled per env and `speculation_filter`
-    (signature -> bool) cuts chains at calls not worth a fork: the rollout driver's tail selection sets both.
+    nearest retained snapshot + replay), which costs less than forking before every speculation.
+    `speculation_enabled` can be toggled per env and `speculation_filter` (signature -> bool) cuts chains
+    at calls too quick to be worth running ahead: the rollout driver's tail selection sets both.
+
+    A chain starts only when it is expected to pay: p(first call) x its execution time must exceed
+    (1 - p) x (restore + replay from the nearest retained snapshot), with times measured in this process.
+
+    Selective snapshots: after a miss, if the tree's policy says the state is worth retaining, it is dumped
+    in the background while the policy thinks (before a speculative chain, if one starts).
 
     Episode end:
         terminated=True when the agent stops (reward = the task's evaluation of its answer/end state);
@@ -174,7 +181,7 @@ class BunshinEnv(gym.Env):
         self._ws_node = None  # the tree node whose state the live workspace holds
         self.selector, self.speculate_k = selector, int(speculate_k)
         self.speculation_enabled = selector is not None
-        self.speculation_filter: Any = None  # signature -> bool: is this predicted call worth a fork (tail model)
+        self.speculation_filter: Any = None  # signature -> bool: worth running ahead? (tail timing model)
         self._spec: _Speculation | None = None
         self._bg: threading.Thread | None = None  # a snapshot of the live workspace in progress
         self.spec_stats = {"adopted": 0, "aborted": 0, "predicted": 0, "matched": 0}
@@ -384,12 +391,23 @@ class BunshinEnv(gym.Env):
         """Start the predicted chain in the background (after retaining `snapshot_node`'s state, if given);
         returns False if nothing was predicted worth running."""
         self._abort_speculation()
-        chain = [p.signature for p in self.selector.predict_chain(self.history, self.speculate_k, self.task.id)]
-        chain = [s for s in chain if not self._readonly(s)]
+        preds = self.selector.predict_chain(self.history, self.speculate_k, self.task.id)
+        if not preds or self.workspace is None:
+            return False
+        # Expected value of running ahead: a match hides the call's execution; a mismatch costs a restore
+        # plus the replay from the nearest retained snapshot (none if one is being taken right here).
+        p, node = preds[0].prob, self._ws_node
+        replay_s = 0.0 if snapshot_node is not None else self._tree.replay_cost_s(node)
+        mismatch_s = self._tree.policy.est_restore_s + replay_s
+        if p * node.cost_s <= (1.0 - p) * mismatch_s:
+            diag["speculation"] = {"skipped": f"p={p:.2f} x exec {node.cost_s:.2f}s <= {1 - p:.2f} x mismatch "
+                                              f"{mismatch_s:.2f}s"}
+            return False
+        chain = [pr.signature for pr in preds if not self._readonly(pr.signature)]
         if self.speculation_filter is not None:  # stop at the first call too quick to be worth running ahead
             worth = [self.speculation_filter(s) for s in chain]
             chain = chain[:worth.index(False)] if False in worth else chain
-        if not chain or self.workspace is None:
+        if not chain:
             return False
         self.spec_stats["predicted"] += 1
         spec = _Speculation(chain)
@@ -438,7 +456,7 @@ class BunshinEnv(gym.Env):
             diag["speculation_wait_s"] = time.monotonic() - t0
             return
         if not spec.chain:
-            return  # the chain ran out: keep its fork for adoption at the next miss
+            return  # the chain ran out: keep its workspace for adoption at the next miss
         self._abort_speculation()
         self.spec_stats["aborted"] += 1
         diag["speculation_match"] = False

@@ -9,7 +9,6 @@ execution behind it. Trajectories feed the Spec Tool Selector (see speculation/t
 from __future__ import annotations
 
 import random
-import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -78,10 +77,10 @@ class ChatPolicy:
     The prompt is the env's `render_prompt(obs)`, cut to `max_prompt_chars` (and by a third again each time
     the server answers that prompt and `max_tokens` exceed its context window). Decoding is constrained to
     the env's action grammar (`grammar`, a llama.cpp extension that llama-cpp-python's server also accepts)
-    when the env has one and `constrain=True`; the grammar's unbounded free-text runs (`[...]*`, e.g. the text
-    of `type [id] [text]`) are bounded to `max_text_chars` so that an action closes within `max_tokens`. A
-    constrained completion still cut at `max_tokens` is incomplete: it is asked again with a new seed, up to
-    `retries` times, and then returned as written (the env reports it as `last_action_error`).
+    when the env has one and `constrain=True` (an env's grammar should bound its free text so that an action
+    closes within `max_tokens`). A constrained completion cut at `max_tokens` is incomplete: it is asked
+    again with a new seed, up to `retries` times, and then returned as written (the env reports it as
+    `last_action_error`).
 
     Each request is recorded in `calls` (dicts: prompt_tokens, completion_tokens, seconds, finish_reason,
     content), e.g. for tokens/s.
@@ -91,24 +90,17 @@ class ChatPolicy:
 
     def __init__(self, base_url: str = "http://127.0.0.1:8080/v1", model: str = "local", temperature: float = 1.0,
                  max_tokens: int = 64, constrain: bool = True, timeout_s: float = 120.0, *,
-                 max_prompt_chars: int = 12000, max_text_chars: int | None = 40, retries: int = 2) -> None:
+                 max_prompt_chars: int = 12000, retries: int = 2) -> None:
         import httpx
 
         self.client = httpx.Client(base_url=base_url, timeout=timeout_s)
         self.model, self.temperature, self.max_tokens, self.constrain = model, temperature, max_tokens, constrain
-        self.max_prompt_chars, self.max_text_chars, self.retries = max_prompt_chars, max_text_chars, retries
+        self.max_prompt_chars, self.retries = max_prompt_chars, retries
         self.calls: list[dict[str, Any]] = []
-
-    @staticmethod
-    def bound_free_text(grammar: str, max_chars: int) -> str:
-        """`grammar` with every character class repeated by `*` (e.g. `[^\\]\\n]*`) repeated `{0,max_chars}`."""
-        return re.sub(r'(\[(?:\\.|[^\]\\])*\])\*', lambda m: f"{m.group(1)}{{0,{max_chars}}}", grammar)
 
     def act(self, observation, env, rng) -> str:
         adapter = env.unwrapped.adapter
         grammar = adapter.action_grammar() if self.constrain else None
-        if grammar and self.max_text_chars is not None:
-            grammar = self.bound_free_text(grammar, self.max_text_chars)
         prompt = adapter.render_prompt(observation)[:self.max_prompt_chars]
         asked = 0
         while True:

@@ -136,6 +136,11 @@ class SnapshotPolicy:
     def est_snapshot_bytes(self) -> float:
         return self._est_bytes
 
+    @property
+    def est_restore_s(self) -> float:
+        """Running estimate of one restore from a retained snapshot (seconds)."""
+        return self._restore_s
+
     def observe_size(self, size_bytes: int) -> None:
         """Fold an attached snapshot's size into the size estimate."""
         a = self.config.size_ewma_alpha

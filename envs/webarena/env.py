@@ -152,12 +152,13 @@ class WebArenaAdapter(EnvAdapter):
         return load_oracle(int(task.id))
 
     def action_grammar(self) -> str:
+        # ids are DOM-order numbers; free text is bounded so a constrained completion ends within max_tokens
         return ('root ::= click | type | scroll | goback | stop\n'
-                'click ::= "click [" [0-9a-z]+ "]"\n'
-                'type ::= "type [" [0-9a-z]+ "] [" [^\\]\\n]* "] [1]"\n'
+                'click ::= "click [" [0-9]{1,5} "]"\n'
+                'type ::= "type [" [0-9]{1,5} "] [" [^\\]\\n]{0,60} "] [1]"\n'
                 'scroll ::= "scroll [" ("up" | "down") "]"\n'
                 'goback ::= "go_back"\n'
-                'stop ::= "stop [" [^\\]\\n]* "]"\n')
+                'stop ::= "stop [" [^\\]\\n]{0,60} "]"\n')
 
 
 class WebArenaEnv(BunshinEnv):

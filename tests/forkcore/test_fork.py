@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,20 @@ from forkcore import (BackendUnavailable, ExecutorError, RestoreFailed, Snapshot
                       WorkspaceDestroyed, backend_report)
 
 pytestmark = [pytest.mark.criu, pytest.mark.browser]
+
+
+@contextmanager
+def _one_clone(ws: Workspace):
+    """A private-backend clone of `ws` (snapshot released and clone destroyed afterwards)."""
+    snap = ws.snapshot()
+    try:
+        (c,) = snap.fork(1, backend="private")
+        try:
+            yield c
+        finally:
+            c.destroy()
+    finally:
+        snap.release()
 
 
 def _state(ws: Workspace) -> dict:
@@ -229,15 +244,8 @@ def test_one_shot_service_and_sub_second_mtimes_survive_a_fork():
     ws = Workspace.start(WorkspaceSpec("oneshot", services=(seed, after)))
     try:
         assert ws.exec(["cat", "/tmp/after"])["stdout"] == "hi\n"
-        snap = ws.snapshot()
-        try:
-            (c,) = snap.fork(1, backend="private")
-            try:
-                assert c.exec(["stat", "-c", "%y", "/home/u/f"])["stdout"].startswith("2024-01-02 03:04:05.123456789")
-            finally:
-                c.destroy()
-        finally:
-            snap.release()
+        with _one_clone(ws) as c:
+            assert c.exec(["stat", "-c", "%y", "/home/u/f"])["stdout"].startswith("2024-01-02 03:04:05.123456789")
     finally:
         ws.destroy()
     failing = ServiceSpec.make("bad", ["sh", "-c", "exit 3"], ready="file:/nonexistent", ready_timeout_s=20)
@@ -270,14 +278,7 @@ def test_services_and_executor_run_as_a_layer_defined_user_with_sudo():
                 ws.snapshot()
             assert ws.exec(["id", "-un"])["stdout"] == "alice\n"  # the refusal left the workspace usable
         else:
-            snap = ws.snapshot()
-            try:
-                (c,) = snap.fork(1, backend="private")
-                try:
-                    assert c.exec(["id", "-un"])["stdout"] == "alice\n"
-                finally:
-                    c.destroy()
-            finally:
-                snap.release()
+            with _one_clone(ws) as c:
+                assert c.exec(["id", "-un"])["stdout"] == "alice\n"
     finally:
         ws.destroy()
