@@ -187,10 +187,10 @@ def stage2() -> None:
                          "argv": [sys.executable, "-m", "forkcore.executor", "--socket", f"{RUN_DIR}/executor.sock",
                                   *[a for m in spec["handlers"] for a in ("--handlers", m)]],
                          "ready": f"unix:{RUN_DIR}/executor.sock", "user": spec.get("executor_user")})
-        if spec.get("executor_user"):
-            pw = pwd.getpwnam(spec["executor_user"])
-            os.chown(RUN_DIR, pw.pw_uid, pw.pw_gid)  # the executor creates its socket there
     try:
+        if spec.get("executor_user"):  # it creates its socket in RUN_DIR
+            creds = _credentials(spec["executor_user"])
+            os.chown(RUN_DIR, creds["user"], creds["group"])
         pids = {}
         for s in services:
             env = dict(os.environ)

@@ -282,3 +282,5 @@ def test_services_and_executor_run_as_a_layer_defined_user_with_sudo():
                 assert c.exec(["id", "-un"])["stdout"] == "alice\n"
     finally:
         ws.destroy()
+    with pytest.raises(Exception, match="'bob' is not in the workspace's /etc/passwd"):
+        Workspace.start(WorkspaceSpec("nouser", executor_user="bob"))
