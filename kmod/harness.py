@@ -286,17 +286,25 @@ def write_initramfs(path: Path, files: dict[str, Path | bytes], init_script: str
     path.write_bytes(b"".join(entries))
 
 
-def _init_script(commands: list[str], guest_modules: list[str]) -> str:
-    loads = "\n".join(f"insmod /lib/modules/{Path(m).name} || echo 'FAIL insmod_{Path(m).stem}'"
-                      for m in guest_modules)
-    body = "\n".join(commands)
-    return f"""#!/bin/sh
+#: First lines of every guest's /init: busybox applets and the kernel's pseudo filesystems.
+_INIT_PREAMBLE = """#!/bin/sh
 /bin/busybox --install -s /bin
 export PATH=/bin:/sbin
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
-mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
+"""
+
+
+def _insmod_lines(modules: list[str]) -> str:
+    """Shell lines loading each module from /lib/modules, printing FAIL insmod_<name> if one fails."""
+    return "\n".join(f"insmod /lib/modules/{Path(m).name} || echo 'FAIL insmod_{Path(m).stem}'" for m in modules)
+
+
+def _init_script(commands: list[str], guest_modules: list[str]) -> str:
+    loads = _insmod_lines(guest_modules)
+    body = "\n".join(commands)
+    return _INIT_PREAMBLE + f"""mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
 mount -t tmpfs tmpfs /tmp
 echo "BCOW-GUEST start kernel=$(uname -r) cpus=$(nproc) thp=$(cat /sys/kernel/mm/transparent_hugepage/enabled)"
 {loads}
@@ -464,15 +472,9 @@ GUEST_STAGE2 = KMOD_DIR / "guest" / "stage2.sh"
 
 
 def _hostroot_init(stage2: str, stage2_args: list[str], mods: list[str]) -> str:
-    loads = "\n".join(f"insmod /lib/modules/{Path(m).name} || echo 'FAIL insmod_{Path(m).stem}'" for m in mods)
+    loads = _insmod_lines(mods)
     args = " ".join(f"'{a}'" for a in stage2_args)
-    return f"""#!/bin/sh
-/bin/busybox --install -s /bin
-export PATH=/bin:/sbin
-mount -t proc proc /proc
-mount -t sysfs sysfs /sys
-mount -t devtmpfs devtmpfs /dev
-echo "BCOW-GUEST start kernel=$(uname -r) cpus=$(nproc) mem=$(grep MemTotal /proc/meminfo)"
+    return _INIT_PREAMBLE + f"""echo "BCOW-GUEST start kernel=$(uname -r) cpus=$(nproc) mem=$(grep MemTotal /proc/meminfo)"
 {loads}
 insmod /bunshin_cow.ko || echo 'FAIL insmod_bunshin_cow'
 mkdir -p /newroot

@@ -511,6 +511,19 @@ class DesktopSession:
             return pat.sub(str(self.home), command)
         return [pat.sub(str(self.home), str(c)) for c in command]
 
+    def run_task_command(self, command: str | Sequence[str], *, shell: bool = False,
+                         timeout: float = 60.0) -> subprocess.CompletedProcess:
+        """Run a task file's command as OSWorld does: VM paths mapped (`map_command`), an argv joined into one
+        string for `shell=True`, a string split like a shell for `shell=False`."""
+        import shlex
+
+        cmd = self.map_command(command)
+        if shell and isinstance(cmd, list):
+            cmd = " ".join(cmd)
+        if not shell and isinstance(cmd, str):
+            cmd = shlex.split(cmd)
+        return self.run(cmd, shell=shell, timeout=timeout)
+
     def launch(self, app: str, *args: str) -> subprocess.Popen:
         """Start an app (see `app_command`) in the desktop, detached; returns its Popen."""
         argv = app_command(app, *args, home=self.home, cdp_port=self.cdp_port)

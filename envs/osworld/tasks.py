@@ -345,16 +345,10 @@ def run_config(session, steps: Iterable[ConfigStep | Mapping[str, Any]]) -> None
 
 def _run_step(session, t: str, p: dict) -> None:
     if t in ("execute", "command"):
-        import shlex
-        cmd = session.map_command(p["command"])
-        shell = bool(p.get("shell", False))
-        if shell and isinstance(cmd, list):
-            cmd = " ".join(cmd)
-        if not shell and isinstance(cmd, str):
-            cmd = shlex.split(cmd)
-        r = session.run(cmd, shell=shell, timeout=float(p.get("timeout", 120)))
+        r = session.run_task_command(p["command"], shell=bool(p.get("shell", False)),
+                                     timeout=float(p.get("timeout", 120)))
         if r.returncode == 127 and "FileNotFoundError" in (r.stderr or ""):
-            raise TaskConfigError(f"command not found: {cmd!r}")
+            raise TaskConfigError(f"command not found: {r.args!r}")
         return
     if t == "launch":
         cmd = session.map_command(p["command"])

@@ -100,14 +100,8 @@ def get_cloud_file(session, config: Mapping[str, Any]) -> Any:
 
 
 def _command(session, config: Mapping[str, Any]):
-    cmd = session.map_command(config["command"])
-    shell = bool(config.get("shell", False))
-    if shell and isinstance(cmd, list):
-        cmd = " ".join(cmd)
-    if not shell and isinstance(cmd, str):
-        import shlex
-        cmd = shlex.split(cmd)
-    return session.run(cmd, shell=shell, timeout=float(config.get("timeout", 60)))
+    return session.run_task_command(config["command"], shell=bool(config.get("shell", False)),
+                                    timeout=float(config.get("timeout", 60)))
 
 
 @getter("vm_command_line")
