@@ -266,7 +266,8 @@ class BunshinEnv(gym.Env):
 
     def close(self) -> None:
         self._abort_speculation()
-        self._persist()
+        if not self._done:  # an ended episode was saved when it ended
+            self._persist()
         self._drop_workspace()
         if self._stats_sink is not None:
             self._stats_sink.append(dict(self.spec_stats))
