@@ -41,6 +41,15 @@ def can_snapshot_non_root_processes() -> bool:
     return False
 
 
+def cpu_has_pkeys() -> bool:
+    """True if the CPU and kernel offer memory protection keys to user space (`ospke` in /proc/cpuinfo)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return any(line.startswith("flags") and " ospke" in line for line in f)
+    except OSError:
+        return False
+
+
 def check_all() -> list[Capability]:
     caps = []
     root = os.geteuid() == 0
@@ -77,6 +86,11 @@ def check_all() -> list[Capability]:
         "snapshot non-root processes", res, "CAP_SYS_RESOURCE held" if res else
         "no CAP_SYS_RESOURCE: CRIU's prlimit on other users' processes fails (EPERM), so workspaces run "
         "their services as root", "" if res else "run on a host or container that grants CAP_SYS_RESOURCE"))
+    pku = cpu_has_pkeys()
+    caps.append(Capability(
+        "memory protection keys", True,
+        ("this CPU has PKU: " if pku else "this CPU has no PKU: ") +
+        "workspaces answer pkey_alloc with ENOSPC (CRIU 4.1.1 restores no key state; forkcore/seccomp.py)"))
     ksm = Path("/sys/kernel/mm/ksm/run")
     caps.append(Capability("ksm", ksm.exists(), f"run={ksm.read_text().strip()}" if ksm.exists() else "absent",
                            "" if ksm.exists() else "kernel with CONFIG_KSM"))

@@ -4,7 +4,8 @@ Runs inside a workspace as its last service. Envs add methods by naming modules 
 `WorkspaceSpec.handlers`; each module's `register(executor)` calls `executor.register(name, fn)`.
 A request is one line `{"id": N, "method": "...", "params": {...}}`; the answer is one line
 `{"id": N, "result": ...}` or `{"id": N, "error": {"type", "message", "traceback"}}`.
-Built-in methods: ping, methods, exec, read_file, write_file. io_uring is blocked before anything loads.
+Built-in methods: ping, methods, exec, read_file, write_file. Runs under the workspace's seccomp filter
+(forkcore.seccomp), installed before any handler module loads.
 All handlers run one at a time on one worker thread, whichever connection the request came from.
 """
 from __future__ import annotations
@@ -117,9 +118,10 @@ def serve(socket_path: str, handler_modules: list[str]) -> None:
 
 
 def main() -> None:
-    from forkcore.seccomp import block_io_uring
+    from forkcore.seccomp import already_filtered, install_workspace_filter
 
-    block_io_uring()  # before any handler module (and Playwright's Node) loads
+    if not already_filtered():  # normally inherited from the workspace's init; before any handler loads
+        install_workspace_filter()
     ap = argparse.ArgumentParser()
     ap.add_argument("--socket", required=True)
     ap.add_argument("--handlers", action="append", default=[])

@@ -3,8 +3,9 @@
 Stage 1 runs with the host's filesystem view, inside fresh pid/mnt/net/ipc/uts namespaces (started by
 `unshare`): it mounts the overlay root, read-only binds of the host's system paths, proc/sys/dev and the
 tmpfs dirs, pivots into the new root and re-executes itself from there, so that no file of the host's
-root stays open or mapped (CRIU could not dump it). Stage 2 brings loopback up, blocks io_uring, starts the
-services of the spec one after another, writes /run/bunshin/ready and reaps children forever.
+root stays open or mapped (CRIU could not dump it). Stage 2 brings loopback up, installs the seccomp filter
+that hides what CRIU cannot checkpoint (seccomp.py), starts the services of the spec one after another,
+writes /run/bunshin/ready and reaps children forever.
 Standard library only: it runs before anything else exists.
 """
 from __future__ import annotations
@@ -164,12 +165,12 @@ def _credentials(user: str | None) -> dict:
 
 def stage2() -> None:
     """PID 1 inside the new root: start services, then reap forever."""
-    from forkcore.seccomp import block_io_uring
+    from forkcore.seccomp import install_workspace_filter
 
     spec = json.load(open("/etc/bunshin/spec.json"))
     _loopback_up()
     socket.sethostname(spec["hostname"])
-    block_io_uring()
+    install_workspace_filter(allow_pkeys=spec.get("allow_pkeys", False))
     children: list[subprocess.Popen] = []
 
     def terminate(signum, frame):

@@ -158,6 +158,16 @@ def browser_eval(expression: str):
     return _State.page.evaluate(expression)
 
 
+def browser_new_page(html: str) -> str:
+    """Open a new page (a new renderer process), load `html`, return its body text and close it."""
+    page = _State.browser.new_page()
+    try:
+        page.set_content(html)
+        return page.evaluate("document.body.textContent")
+    finally:
+        page.close()
+
+
 def region_fill(mb: int, byte: int) -> None:
     """Map `mb` MiB of anonymous memory in the executor and fill it with `byte`."""
     _State.region = mmap.mmap(-1, mb * 2**20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
@@ -180,7 +190,7 @@ def hostname() -> str:
 
 def register(executor) -> None:
     for fn in (counter, tcp_open, tcp_roundtrip, hold_digest, read_append, browser_start, browser_eval,
-               region_fill, region_dontneed_then_read, hostname):
+               browser_new_page, region_fill, region_dontneed_then_read, hostname):
         executor.register(f"probe.{fn.__name__}", fn)
 
 

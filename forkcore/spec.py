@@ -61,6 +61,9 @@ class WorkspaceSpec:
         executor: start forkcore's executor (the host's RPC endpoint in the workspace).
         executor_user: run the executor (and so every handler and what it starts) as this account of the
             workspace's /etc/passwd instead of root, e.g. a desktop user whose session bus admits only it.
+        allow_pkeys: let processes allocate x86 memory protection keys. Off by default: CRIU 4.1.1 restores
+            no key state, so a clone of a process that uses keys crashes when it next applies one (Chromium
+            >= 156 on a PKU CPU: every new page of a clone). See forkcore/seccomp.py.
     """
 
     name: str
@@ -73,6 +76,7 @@ class WorkspaceSpec:
     ksm_mergeable: bool = True
     executor: bool = True
     executor_user: str | None = None
+    allow_pkeys: bool = False
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
