@@ -111,6 +111,20 @@ def restore(opts: RestoreOptions, timeout: float = 300) -> subprocess.CompletedP
                           stdin=subprocess.DEVNULL)
 
 
+#: CRIU errors of a dump that seized a process in the middle of its exit: nothing is wrong with the tree, a
+#: new dump succeeds once the process is gone (CRIU leaves a --leave-running tree running on failure).
+_EXITING_TASK_ERRORS = ("Unseizable non-zombie", "Zombies with threads are not supported")
+
+
+def dump_failed_on_exiting_task(log_path: Path) -> bool:
+    """True if the dump in `log_path` failed only because a process was exiting while it was seized."""
+    try:
+        text = Path(log_path).read_text(errors="replace")
+    except OSError:
+        return False
+    return any(e in text for e in _EXITING_TASK_ERRORS)
+
+
 def log_tail(path: Path, lines: int = 25) -> str:
     """The last error lines of a CRIU log (errors first, then the tail)."""
     try:

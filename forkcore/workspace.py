@@ -29,12 +29,15 @@ from .capabilities import can_snapshot_non_root_processes
 from .cgroups import Freezer
 from .errors import (KernelFeatureMissing, NotRoot, RestoreFailed, SnapshotError, SnapshotReleased, WorkspaceDestroyed,
                      WorkspaceError)
+from .host_versions import HostVersions, host_versions
 from .rpc import ExecutorClient
 from .spec import WorkspaceSpec, validate_spec
 
 log = logging.getLogger("forkcore")
 _libc = ctypes.CDLL(None, use_errno=True)
 _REPO_ROOT = Path(__file__).resolve().parent.parent
+#: a dump that raced a process's exit is taken again this many times in all
+DUMP_ATTEMPTS = 3
 MEM_MOUNT = "/opt/bunshin/mem"  #: the memfile backend's shared tmpfs, bound read-only into every workspace
 _ACTION_SCRIPT = """#!/bin/sh
 # CRIU action script (forkcore): copy the overlay upper while the dumped tree is still frozen.
@@ -308,17 +311,30 @@ class Workspace:
                 tmp.chmod(0o755)
                 os.replace(tmp, script)
             layer = snap_dir / "layer"
-            t0 = time.monotonic()
-            try:
-                r = criu.dump(criu.DumpOptions(
-                    pid=self.init_pid, images_dir=images,
-                    external_mounts=tuple((m, k) for m, k, _ in _external_mounts()),
-                    action_script=str(script),
-                    action_env=(("BUNSHIN_UPPER", str(self.dir / "upper")), ("BUNSHIN_LAYER", str(layer)))))
-            except subprocess.TimeoutExpired as e:
-                shutil.rmtree(snap_dir, ignore_errors=True)
-                raise SnapshotError(f"criu dump of {self.id} timed out after {e.timeout}s", str(images / "dump.log"))
-            dump_s = time.monotonic() - t0
+            opts = criu.DumpOptions(
+                pid=self.init_pid, images_dir=images,
+                external_mounts=tuple((m, k) for m, k, _ in _external_mounts()),
+                action_script=str(script),
+                action_env=(("BUNSHIN_UPPER", str(self.dir / "upper")), ("BUNSHIN_LAYER", str(layer))))
+            for attempt in range(1, DUMP_ATTEMPTS + 1):
+                t0 = time.monotonic()
+                try:
+                    r = criu.dump(opts)
+                except subprocess.TimeoutExpired as e:
+                    shutil.rmtree(snap_dir, ignore_errors=True)
+                    raise SnapshotError(f"criu dump of {self.id} timed out after {e.timeout}s",
+                                        str(images / "dump.log"))
+                dump_s = time.monotonic() - t0
+                if r.returncode == 0 or attempt == DUMP_ATTEMPTS or not criu.dump_failed_on_exiting_task(
+                        images / "dump.log"):
+                    break
+                # A process exited while CRIU seized the tree (e.g. a Chromium helper): the dump left the
+                # tree running; take it again from scratch.
+                log.info("criu dump of %s raced an exiting process (attempt %d); retrying", self.id, attempt)
+                shutil.rmtree(layer, ignore_errors=True)
+                for f in images.iterdir():
+                    f.unlink()
+                time.sleep(0.2 * attempt)
             if r.returncode != 0 or not layer.is_dir():
                 tail = criu.log_tail(images / "dump.log")
                 keep = paths.STATE_DIR / "failed" / f"dump-{snap_id}.log"
@@ -426,19 +442,37 @@ class Snapshot:
                 if not f.name.startswith("stats-") and not f.name.endswith(".log")}
 
     def write_manifest(self) -> None:
-        """Record every image file's size (checked before each restore: a damaged snapshot never restores)."""
+        """Record every image file's size and the host's versions (both checked before each restore: a
+        damaged snapshot, or one dumped under other builds of what the workspace runs, never restores)."""
+        host = host_versions()
+        (self.dir / "host_versions.json").write_text(json.dumps(host.to_dict()))
         tmp = self.dir / "manifest.json.tmp"
-        tmp.write_text(json.dumps({"images": self._image_sizes()}))
+        tmp.write_text(json.dumps({"images": self._image_sizes(), "host_versions": host.digest()}))
         os.replace(tmp, self.dir / "manifest.json")
 
+    def recorded_host_versions(self) -> HostVersions:
+        """The host's versions when this snapshot was dumped."""
+        return HostVersions.from_dict(json.loads((self.dir / "host_versions.json").read_text()))
+
     def verify(self, deep: bool = False) -> None:
-        """Raise SnapshotError if image files are missing, added or resized since the dump.
+        """Raise SnapshotError if image files are missing, added or resized since the dump, or if the host's
+        kernel, CRIU, Debian packages or venv packages differ from the dump's (see host_versions.py).
 
         With deep=True also compare a sha256 of every image (computed and stored on first use)."""
         try:
             recorded = json.loads((self.dir / "manifest.json").read_text())
         except (OSError, ValueError) as e:
             raise SnapshotError(f"snapshot {self.id}: manifest unreadable ({e}); the snapshot is damaged") from e
+        now_host = host_versions()
+        if recorded.get("host_versions") != now_host.digest():
+            try:
+                changed = self.recorded_host_versions().differences(now_host)
+            except (OSError, ValueError, KeyError):
+                changed = ["(the snapshot records no host versions)"]
+            raise SnapshotError(f"snapshot {self.id} was dumped under other versions of what its workspace runs "
+                                f"({len(changed)} changed: {'; '.join(changed[:6])}{' …' if len(changed) > 6 else ''}); "
+                                "its processes would run over files they were not started from: take a new "
+                                "snapshot")
         now = self._image_sizes()
         if now != recorded["images"]:
             diff = sorted(set(now.items()) ^ set(recorded["images"].items()))

@@ -284,3 +284,93 @@ def test_services_and_executor_run_as_a_layer_defined_user_with_sudo():
         ws.destroy()
     with pytest.raises(Exception, match="'bob' is not in the workspace's /etc/passwd"):
         Workspace.start(WorkspaceSpec("nouser", executor_user="bob"))
+
+
+PKEY_ALLOC = ("import ctypes, platform; libc = ctypes.CDLL(None, use_errno=True); "
+              "r = libc.syscall({'x86_64': 330, 'aarch64': 289}[platform.machine()], 0, 0); "
+              "print(r, ctypes.get_errno() if r < 0 else 0)")
+
+
+def _pkey_alloc(ws: Workspace | None) -> tuple[int, int]:
+    import subprocess
+    import sys
+
+    if ws is None:
+        out = subprocess.run([sys.executable, "-c", PKEY_ALLOC], capture_output=True, text=True, check=True).stdout
+    else:
+        out = ws.exec([sys.executable, "-c", PKEY_ALLOC])["stdout"]
+    ret, err = out.split()
+    return int(ret), int(err)
+
+
+def test_workspaces_answer_pkey_alloc_as_a_cpu_without_pku(source, clone):
+    """CRIU 4.1.1 restores no protection-key state, so a workspace must never hold any: pkey_alloc fails with
+    ENOSPC in the source and in a clone (the filter is restored with the processes); allow_pkeys=True gives
+    the host kernel's own answer (a key on a PKU CPU, EINVAL/ENOSPC elsewhere)."""
+    import dataclasses
+    import errno
+
+    from forkcore.probe import probe_spec
+
+    assert _pkey_alloc(source) == (-1, errno.ENOSPC)
+    assert _pkey_alloc(clone) == (-1, errno.ENOSPC)
+    host = _pkey_alloc(None)
+    with Workspace.start(dataclasses.replace(probe_spec("pkeys"), allow_pkeys=True)) as ws:
+        inside = _pkey_alloc(ws)
+    assert (inside[0] >= 0) == (host[0] >= 0) and (host[0] >= 0 or inside[1] == host[1]), (inside, host)
+
+
+def test_clone_opens_new_pages_in_its_restored_browser(clone):
+    """A new page is a new renderer forked by the restored zygote (what Chromium 156 on PKU CPUs broke)."""
+    assert clone.call("probe.browser_new_page", html="<p>fresh</p>") == "fresh"
+    assert clone.call("probe.browser_new_page", html="<p>again</p>") == "again"
+    assert clone.call("probe.browser_eval", expression="window.x") == 42
+
+
+def test_snapshot_refuses_to_restore_under_other_host_versions(snapshot, monkeypatch):
+    """A snapshot records the host's package versions; after an upgrade (here: one version changed) it
+    refuses to restore, naming what changed, instead of running old memory over new files."""
+    import dataclasses
+
+    from forkcore import host_versions as hv
+    from forkcore import workspace
+
+    now = hv.host_versions()
+    assert now.version_of("chromium"), "the browser is a Debian package of this host"
+    upgraded = dataclasses.replace(now, debian={**now.debian, "chromium": "999.0.1-1"})
+    monkeypatch.setattr(workspace, "host_versions", lambda: upgraded)
+    with pytest.raises(SnapshotError, match=r"chromium \S+ -> 999\.0\.1-1.*take a new snapshot"):
+        snapshot.fork(1, backend="private")
+    monkeypatch.undo()
+    snapshot.fork(1, backend="private")[0].destroy()
+
+
+def test_dump_retries_when_a_process_is_caught_mid_exit(tmp_path, caplog):
+    """A process whose main thread has exited while another still runs (mid-exit) cannot be dumped; the
+    snapshot is taken again once it is gone instead of failing (seen with exiting Chromium helpers)."""
+    import base64
+    import logging
+    import subprocess
+    import sys
+
+    from forkcore import ServiceSpec, WorkspaceSpec
+
+    binary = tmp_path / "zombie_leader"
+    subprocess.run(["gcc", "-O2", "-pthread", "-o", str(binary), str(Path(__file__).parent / "data/zombie_leader.c")],
+                   check=True)
+    ws = Workspace.start(WorkspaceSpec("midexit", services=(ServiceSpec.make("idle", ["sleep", "1000"]),)))
+    try:
+        ws.call("write_file", path="/tmp/zombie_leader", data_b64=base64.b64encode(binary.read_bytes()).decode(),
+                mode=0o755)
+        ws.exec(["sh", "-c", "/tmp/zombie_leader 600 >/dev/null 2>&1 & sleep 0.1"])
+        assert "Zl" in ws.exec(["ps", "-o", "stat=", "-C", "zombie_leader"])["stdout"], "the mid-exit state exists"
+        with caplog.at_level(logging.INFO, logger="forkcore"):
+            snap = ws.snapshot()
+        try:
+            assert any("raced an exiting process" in r.message for r in caplog.records), "the first dump met it"
+            with snap.fork(1, backend="private")[0] as c:
+                assert c.exec([sys.executable, "-c", "print(6 * 7)"])["stdout"] == "42\n"
+        finally:
+            snap.release()
+    finally:
+        ws.destroy()
