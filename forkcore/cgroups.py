@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -56,6 +57,28 @@ class Freezer:
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"cgroup {self.path} did not reach '{want}' in {timeout}s")
                 time.sleep(0.001)
+
+    def pids(self) -> list[int]:
+        try:
+            return [int(x) for x in (self.path / "cgroup.procs").read_text().split()]
+        except OSError:
+            return []
+
+    def kill_all(self, timeout: float = 20.0) -> None:
+        """SIGKILL every process in the cgroup (thawed first: a frozen task cannot die) and wait until it is
+        empty. Reaches what a half-finished CRIU restore left, whatever namespaces those processes are in."""
+        try:
+            self.thaw()
+        except (OSError, TimeoutError):
+            pass
+        deadline = time.monotonic() + timeout
+        while (pids := self.pids()) and time.monotonic() < deadline:
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.02)
 
     def freeze(self) -> None:
         self._set(True)

@@ -6,6 +6,7 @@ import platform
 import re
 import shutil
 import subprocess
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -102,13 +103,57 @@ def dump(opts: DumpOptions, timeout: float = 300) -> subprocess.CompletedProcess
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL)
 
 
-def restore(opts: RestoreOptions, timeout: float = 300) -> subprocess.CompletedProcess:
+#: A restore whose log grows past this is stopped: CRIU looping on a damaged image wrote ~40 MB/s here.
+RESTORE_LOG_LIMIT = 256 << 20
+
+
+def restore(opts: RestoreOptions, timeout: float = 300, preexec_fn=None,
+            log_limit_bytes: int | None = None) -> subprocess.CompletedProcess:
+    """Run the restore; `preexec_fn` runs in CRIU's process before it starts (e.g. joining a cgroup that every
+    restored task then inherits). A restore that outlives `timeout` raises TimeoutExpired; one whose log passes
+    `log_limit_bytes` (default RESTORE_LOG_LIMIT) is killed and returns exit -9. Either way CRIU's own process is gone, but tasks it
+    forked may not be: the caller kills them (forkcore puts them all in the clone's cgroup)."""
     cmd = [*opts.exec_prefix, require_criu(), "restore", "-D", str(opts.images_dir), "-d", "--root", str(opts.root),
            "--pidfile", str(opts.pidfile), "-o", str(opts.log_file), *_COMMON]
     for key, host_path in opts.external_mounts:
         cmd += ["--external", f"mnt[{key}]:{host_path}"]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=criu_env(),
-                          stdin=subprocess.DEVNULL)
+    limit = RESTORE_LOG_LIMIT if log_limit_bytes is None else log_limit_bytes
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=criu_env(),
+                         stdin=subprocess.DEVNULL, preexec_fn=preexec_fn)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            out, err = p.communicate(timeout=0.01)
+            return subprocess.CompletedProcess(cmd, p.returncode, out, err)
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            too_long = Path(opts.log_file).stat().st_size > limit
+        except OSError:
+            too_long = False
+        if too_long or time.monotonic() > deadline:
+            p.kill()
+            p.wait()
+            for pipe in (p.stdout, p.stderr):  # CRIU's forked tasks hold them open: never wait for their EOF
+                pipe.close()
+            if not too_long:
+                raise subprocess.TimeoutExpired(cmd, timeout)
+            return subprocess.CompletedProcess(cmd, -9, "", f"restore log passed {limit} bytes: CRIU stopped "
+                                                            "(looping on a damaged image?)")
+
+
+def keep_log(src: Path, dst: Path, max_bytes: int = 8 << 20) -> None:
+    """Copy a CRIU log for later reading: whole when small, else its first MiB and its last `max_bytes` - 1 MiB."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    size = src.stat().st_size
+    with open(src, "rb") as f, open(dst, "wb") as out:
+        if size <= max_bytes:
+            shutil.copyfileobj(f, out)
+            return
+        out.write(f.read(1 << 20))
+        out.write(f"\n[... {size - max_bytes} bytes left out ...]\n".encode())
+        f.seek(size - (max_bytes - (1 << 20)))
+        shutil.copyfileobj(f, out)
 
 
 #: CRIU errors of a dump that seized a process in the middle of its exit: nothing is wrong with the tree, a
@@ -125,10 +170,12 @@ def dump_failed_on_exiting_task(log_path: Path) -> bool:
     return any(e in text for e in _EXITING_TASK_ERRORS)
 
 
-def log_tail(path: Path, lines: int = 25) -> str:
-    """The last error lines of a CRIU log (errors first, then the tail)."""
+def log_tail(path: Path, lines: int = 25, max_bytes: int = 4 << 20) -> str:
+    """The last error lines of a CRIU log (errors first, then the tail); reads at most its last `max_bytes`."""
     try:
-        text = Path(path).read_text(errors="replace").splitlines()
+        with open(path, "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - max_bytes))
+            text = f.read().decode(errors="replace").splitlines()
     except OSError:
         return f"(no log at {path})"
     errors = [l for l in text if "Error" in l or "error" in l][-10:]

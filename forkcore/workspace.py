@@ -95,17 +95,6 @@ def _mount_overlay(lowers: Sequence[Path], upper: Path, work: Path, merged: Path
         raise WorkspaceError(f"mounting the overlay at {merged} failed: {os.strerror(e)} (options: {opts})")
 
 
-def _kill_rooted_at(root: Path) -> None:
-    """SIGKILL every process whose root is `root` (what a failed or timed-out restore left behind)."""
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                if os.readlink(f"/proc/{entry}/root") == str(root):
-                    os.kill(int(entry), signal.SIGKILL)
-            except OSError:
-                continue
-
-
 def _umount(path: Path) -> None:
     _libc.umount2(str(path).encode(), 2)  # MNT_DETACH
 
@@ -563,6 +552,9 @@ class Snapshot:
     def _restore_one(self, impl, images: Path) -> Workspace:
         ws_id = f"{self.spec.name}-{uuid.uuid4().hex[:8]}"
         ws_dir = paths.STATE_DIR / "ws" / ws_id
+        # CRIU runs in the clone's cgroup, so every task it forks is there too: a failed or hung restore is
+        # killed whole, whatever namespaces its half-restored tasks already entered.
+        freezer = Freezer(ws_id)
         for sub in ("upper", "work", "merged"):
             (ws_dir / sub).mkdir(parents=True)
         _mount_overlay(self.lowers, ws_dir / "upper", ws_dir / "work", ws_dir / "merged")
@@ -573,30 +565,25 @@ class Snapshot:
                 r = criu.restore(criu.RestoreOptions(
                     images_dir=images, root=ws_dir / "merged", pidfile=pidfile, log_file=log,
                     external_mounts=tuple((k, src) for _, k, src in _external_mounts()),
-                    exec_prefix=impl.exec_prefix()), timeout=self.restore_timeout_s)
+                    exec_prefix=impl.exec_prefix()), timeout=self.restore_timeout_s, preexec_fn=freezer.join_self)
             except subprocess.TimeoutExpired:
-                _kill_rooted_at(ws_dir / "merged")
-                r = subprocess.CompletedProcess([], returncode=-9)
+                r = subprocess.CompletedProcess([], returncode=-9, stderr=f"timed out after {self.restore_timeout_s} s")
             if r.returncode != 0 or not pidfile.exists():
-                _kill_rooted_at(ws_dir / "merged")
+                freezer.kill_all()
                 keep = paths.STATE_DIR / "failed" / f"restore-{ws_id}.log"
-                keep.parent.mkdir(parents=True, exist_ok=True)
                 if log.exists():
-                    shutil.copy(log, keep)
+                    criu.keep_log(log, keep)
                 raise RestoreFailed(f"criu restore of snapshot {self.id} ({impl.name} backend) failed "
-                                    f"(exit {r.returncode}):\n{criu.log_tail(log)}\nfull log: {keep}", str(keep))
+                                    f"(exit {r.returncode}{': ' + r.stderr.strip()[-300:] if r.stderr else ''}):\n"
+                                    f"{criu.log_tail(log)}\nfull log: {keep}", str(keep))
             init_pid = int(pidfile.read_text())
             (ws_dir / "owner.pid").write_text(str(os.getpid()))
         except BaseException:
+            freezer.kill_all()
+            freezer.remove()
             _umount(ws_dir / "merged")
             shutil.rmtree(ws_dir, ignore_errors=True)
             raise
-        freezer = Freezer(ws_id)
-        for pid in namespace_pids(init_pid):
-            try:
-                freezer.join(pid)
-            except OSError:
-                pass
         self.retain()
         ws = Workspace(self.spec, ws_id, init_pid, self.lowers, ws_dir, freezer, host_mounted=True,
                        backend=impl.name, parent_snapshot=self)

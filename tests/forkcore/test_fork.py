@@ -374,3 +374,30 @@ def test_dump_retries_when_a_process_is_caught_mid_exit(tmp_path, caplog):
             snap.release()
     finally:
         ws.destroy()
+
+
+@pytest.mark.parametrize("limit", ["timeout", "log"])
+def test_a_restore_stopped_midway_leaves_no_process_behind(snapshot, monkeypatch, limit):
+    """A restore that times out, or whose log runs away (CRIU looping on a damaged image filled 14 GB of disk
+    here once), is killed whole: CRIU's forked tasks too, in whatever namespaces they had entered."""
+    from forkcore import criu, paths
+
+    before = {p for p in os.listdir("/proc") if p.isdigit()}
+    dirs_before = set((paths.STATE_DIR / "ws").iterdir())
+    if limit == "timeout":
+        monkeypatch.setattr(snapshot, "restore_timeout_s", 0.25)
+    else:
+        monkeypatch.setattr(criu, "RESTORE_LOG_LIMIT", 20_000)
+    with pytest.raises(RestoreFailed, match="timed out" if limit == "timeout" else "restore log passed"):
+        snapshot.fork(1, backend="private")
+    time.sleep(0.2)
+    left = []
+    for pid in {p for p in os.listdir("/proc") if p.isdigit()} - before:
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if "criu" in cmd or "forkcore" in cmd:
+            left.append(cmd[:120])
+    assert not left, left
+    assert set((paths.STATE_DIR / "ws").iterdir()) == dirs_before, "the clone's state dir is removed"
