@@ -126,6 +126,27 @@ def test_fork_gives_isolated_envs_in_the_same_state():
         env.close()
 
 
+def test_a_forked_env_opens_new_tabs_in_its_restored_browser():
+    """new_tab + goto in a clone, with the cache off so the step really runs: each new tab is a new renderer
+    forked by the restored Chromium (what crashed with Chromium 156 on PKU CPUs)."""
+    env = gym.make("BunshinWebArena-v0", task_id=TASK, cache=False)
+    try:
+        env.reset()
+        (clone,) = env.fork(1)
+        try:
+            for i, path in enumerate(("/cart", "/customer/account")):
+                obs, _, _, _, info = clone.step("new_tab")
+                assert info["last_action_error"] == "" and len(obs["open_pages_urls"]) == 2 + i
+                obs, _, _, _, info = clone.step(f"goto [http://127.0.0.1:7770{path}]")
+                assert info["last_action_error"] == "" and obs["url"].endswith(path) and obs["axtree"], info
+        finally:
+            clone.close()
+        obs, *_ = env.step("scroll [down]")
+        assert len(obs["open_pages_urls"]) == 1, "the source env has its own browser"
+    finally:
+        env.close()
+
+
 @pytest.mark.parametrize("bad", ["click [[[", "fly [3]", "", 42, "type [1]"])
 def test_malformed_action_sets_error_and_changes_nothing(bad):
     env = gym.make("BunshinWebArena-v0", task_id=TASK, disable_env_checker=True)
@@ -172,9 +193,13 @@ def test_vector_env_forks_slots_and_autoresets_next_step():
 
 
 _OTHER_PROCESS = r"""
-import hashlib, json, sys
+import hashlib, json, os, sys
 import gymnasium as gym, numpy as np
 import bunshin_gym  # noqa: F401
+if os.environ.get("TEST_CHROMIUM_VERSION"):  # this process "runs" another browser build
+    import forkcore.host_versions as hv
+    real = hv.debian_packages
+    hv.debian_packages = lambda *a: {**real(*a), "chromium": os.environ["TEST_CHROMIUM_VERSION"]}
 env = gym.make("BunshinWebArena-v0", task_id=sys.argv[1], cache_dir=sys.argv[2], diagnostics=True)
 obs, _ = env.reset()
 out = []
@@ -188,9 +213,11 @@ print(json.dumps(out))
 
 
 def test_on_disk_cache_serves_another_process_and_drops_corrupt_entries(tmp_path):
-    """A tree recorded with cache_dir is reused by a fresh process (all hits, identical observations); a
-    corrupted blob is dropped and that step is executed again, never served wrong."""
+    """A tree recorded with cache_dir is reused by a fresh process (all hits, identical observations), but not
+    by one whose host has another Chromium build; a corrupted blob is dropped and that step is executed again,
+    never served wrong."""
     import json
+    import os
     import subprocess
     import sys
     from pathlib import Path
@@ -208,6 +235,10 @@ def test_on_disk_cache_serves_another_process_and_drops_corrupt_entries(tmp_path
     rows = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=600).stdout)
     assert [r[5] for r in rows] == ["hit"] * len(actions)
     assert [(r[0], r[1], r[2]) for r in rows] == [(e[0][0], e[0][1], e[0][4]) for e in expected[1:]]
+    # the same store seen from a host with another Chromium build: nothing recorded under the old one is served
+    other = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=600,
+                           env={**os.environ, "TEST_CHROMIUM_VERSION": "999.0.1-1"})
+    assert [r[5] for r in json.loads(other.stdout)] == ["miss"] * len(actions)
     # flip a byte in every stored step result: the other process must execute, not serve them
     blobs = [p for p in Path(tmp_path, "blobs").rglob("*") if p.is_file()]
     assert blobs
