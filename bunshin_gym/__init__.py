@@ -10,7 +10,12 @@ from .adapter import ActionError, EnvAdapter, StepResult, Task
 from .env import BunshinEnv, ForkableWrapper, make_forkable
 from .vector import BunshinVectorEnv
 
-__all__ = ["ActionError", "BunshinEnv", "BunshinVectorEnv", "EnvAdapter", "ForkableWrapper", "StepResult", "Task", "adapter_for", "register_envs"]
+__all__ = ["ENV_IDS", "ActionError", "BunshinEnv", "BunshinVectorEnv", "EnvAdapter", "ForkableWrapper", "StepResult",
+           "Task", "adapter_for", "register_envs"]
+
+#: env id -> entry point of every env Bunshin Gym registers
+_ENTRY_POINTS = {"BunshinWebArena-v0": "envs.webarena.env:WebArenaEnv", "BunshinOSWorld-v0": "envs.osworld.env:OSWorldEnv"}
+ENV_IDS = tuple(_ENTRY_POINTS)
 
 def adapter_for(env_id: str) -> EnvAdapter:
     """A fresh adapter of a registered Bunshin env (task lists, oracles, action syntax) without starting it."""
@@ -27,8 +32,7 @@ def register_envs() -> None:
     `ForkableWrapper` outermost, so `env.fork(n)` works on what gym.make returns (Gymnasium 1.x wrappers do
     not forward attributes, and `additional_wrappers` would rule out the vector entry point).
     """
-    for env_id, entry in (("BunshinWebArena-v0", "envs.webarena.env:WebArenaEnv"),
-                          ("BunshinOSWorld-v0", "envs.osworld.env:OSWorldEnv")):
+    for env_id, entry in _ENTRY_POINTS.items():
         if env_id not in gym.registry:
             gym.register(env_id, entry_point=functools.partial(make_forkable, entry), order_enforce=False,
                          disable_env_checker=True, vector_entry_point=functools.partial(BunshinVectorEnv, env_id))

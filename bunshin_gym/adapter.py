@@ -10,11 +10,14 @@ import abc
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gymnasium import spaces
 
 from forkcore import WorkspaceSpec
+
+if TYPE_CHECKING:
+    from .compat import CompatSuite
 
 
 class ActionError(ValueError):
@@ -112,4 +115,9 @@ class EnvAdapter(abc.ABC):
 
     def action_grammar(self) -> str | None:
         """A GBNF grammar of the action syntax, for constrained decoding, if the env has one."""
+        return None
+
+    def restore_checks(self) -> "CompatSuite | None":
+        """This env's restore-compatibility checks (`bunshin doctor --deep`, see compat.py): which workspace to
+        start, how to start its applications, and the executor methods that exercise each one in a clone."""
         return None

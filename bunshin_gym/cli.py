@@ -39,21 +39,44 @@ def _ints(text: str) -> tuple[int, ...]:
 
 
 @app.command()
-def doctor(as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table")) -> None:
-    """List what this machine can do (root, namespaces, overlayfs, CRIU, KSM, backends, browser, X)."""
+def doctor(as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
+           deep: bool = typer.Option(False, "--deep", help="also run every env's restore checks: start its "
+                                     "applications, snapshot, fork, and use each one in the clone (~1-2 min an env)"),
+           env: Optional[list[str]] = typer.Option(None, help="with --deep: only this env (repeatable)"),
+           allow_pkeys: bool = typer.Option(False, "--allow-pkeys", help="with --deep: let the workspaces allocate "
+                                            "memory protection keys, as before forkcore hid them; on a PKU CPU this "
+                                            "shows whether the CRIU in use restores key state")) -> None:
+    """List what this machine can do (root, namespaces, overlayfs, CRIU, KSM, backends, browser, X).
+
+    Exits 1 only when a --deep restore check fails (a missing optional capability is not a failure)."""
     from .doctor import check_all
 
     caps = check_all()
+    if not as_json:
+        width = max(len(c.name) for c in caps)
+        for c in caps:
+            mark = typer.style("OK     ", fg="green") if c.ok else typer.style("MISSING", fg="red")
+            line = f"{mark} {c.name:<{width}}  {c.detail}"
+            if not c.ok and c.fix:
+                line += f"\n        {'':<{width}}  fix: {c.fix}"
+            typer.echo(line)
+    results = []
+    if deep:
+        from .compat import run_checks
+
+        if not as_json:
+            typer.echo("\nrestore checks (start, snapshot, one clone, use each application in the clone):")
+        results = run_checks([resolve_env(e) for e in env] if env else None, allow_pkeys=allow_pkeys,
+                             progress=not as_json)
+        for r in [] if as_json else results:
+            mark = typer.style("OK     ", fg="green") if r.ok else typer.style("FAIL   ", fg="red")
+            typer.echo(f"{mark} {r.env:<9} {r.app} [{r.versions}] ({r.seconds:.1f} s)\n        {r.detail}")
     if as_json:
-        typer.echo(json.dumps([c.to_dict() for c in caps], indent=2))
-        return
-    width = max(len(c.name) for c in caps)
-    for c in caps:
-        mark = typer.style("OK     ", fg="green") if c.ok else typer.style("MISSING", fg="red")
-        line = f"{mark} {c.name:<{width}}  {c.detail}"
-        if not c.ok and c.fix:
-            line += f"\n        {'':<{width}}  fix: {c.fix}"
-        typer.echo(line)
+        typer.echo(json.dumps({"capabilities": [c.to_dict() for c in caps],
+                               "restore_checks": [r.to_dict() for r in results]} if deep
+                              else [c.to_dict() for c in caps], indent=2))
+    if any(not r.ok for r in results):
+        raise typer.Exit(1)
 
 
 def _make_env(env: str, **kwargs):

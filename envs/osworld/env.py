@@ -56,6 +56,7 @@ import numpy as np
 from gymnasium import spaces
 
 from bunshin_gym import ActionError, BunshinEnv, EnvAdapter, StepResult, Task
+from bunshin_gym.compat import AppCheck, CompatSuite
 from bunshin_gym.spaces import any_text, unicode_charset
 from forkcore import ServiceSpec, WorkspaceSpec
 from forkcore.capabilities import can_snapshot_non_root_processes
@@ -124,6 +125,23 @@ class OSWorldAdapter(EnvAdapter):
 
     def warmup_call(self):
         return "osworld.warmup", {"screen_size": list(self.screen_size)}
+
+    def restore_checks(self) -> CompatSuite:
+        """Headful Chromium, Calc, Writer, Mousepad, xterm and AT-SPI, all started before the snapshot, each
+        made to create a new process, window or document in the clone (envs/osworld/compat.py)."""
+        def check(app: str, packages: tuple[str, ...], name: str, **params) -> AppCheck:
+            return AppCheck(app, packages, f"osworld.check_{name}", params, timeout_s=180)
+
+        return CompatSuite(
+            env="osworld", spec=self.workspace_spec(),
+            prepare=(self.warmup_call(), ("osworld.check_prepare", {})),
+            checks=(check("Chromium (headful, CDP)", ("chromium", "playwright"), "chromium"),
+                    check("xterm", ("xterm",), "xterm"),
+                    check("Mousepad", ("mousepad",), "mousepad"),
+                    check("LibreOffice Calc", ("libreoffice-calc", "libreoffice-core"), "libreoffice", kind="calc"),
+                    check("LibreOffice Writer", ("libreoffice-writer", "libreoffice-core"), "libreoffice",
+                          kind="writer"),
+                    check("D-Bus + AT-SPI", ("at-spi2-core", "dbus", "pcmanfm"), "atspi")))
 
     # ---- tasks -----------------------------------------------------------------------------------------
     def task_ids(self) -> list[str]:

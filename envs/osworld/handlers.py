@@ -22,6 +22,9 @@ Handlers (keyword arguments in, JSON-serialisable dicts out):
 - ``osworld.observe()`` -> observation of the current state (no action).
 - ``osworld.evaluate(last_action: str | None = None)`` -> ``{"reward": float}`` (OSWorld's semantics:
   infeasible tasks need FAIL, FAIL on a feasible task scores 0).
+- ``osworld.check_prepare()``, ``osworld.check_chromium()``, ``osworld.check_libreoffice(kind)``,
+  ``osworld.check_mousepad()``, ``osworld.check_xterm()``, ``osworld.check_atspi()`` -> ``{"ok": bool,
+  "detail": str}``: the restore checks of compat.py (`bunshin doctor --deep`).
 """
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ import io
 import os
 import time
 
+from . import compat
 from .actions import ACTION_SPACES, execute
 from .desktop import CDP_PORT, DEFAULT_SIZE, VM_HOME, DesktopSession
 from .errors import OSWorldError
@@ -143,3 +147,6 @@ def register(executor) -> None:
     executor.register("osworld.step", rt.step)
     executor.register("osworld.observe", rt.observe)
     executor.register("osworld.evaluate", rt.evaluate)
+    for name in ("prepare", "chromium", "libreoffice", "mousepad", "xterm", "atspi"):
+        fn = getattr(compat, name if name == "prepare" else f"check_{name}")
+        executor.register(f"osworld.check_{name}", lambda _fn=fn, **kw: _fn(rt._session(), **kw))

@@ -38,6 +38,7 @@ import numpy as np
 from gymnasium import spaces
 
 from bunshin_gym import ActionError, BunshinEnv, EnvAdapter, StepResult, Task
+from bunshin_gym.compat import AppCheck, CompatSuite
 from bunshin_gym.spaces import any_text
 from forkcore import ServiceSpec, WorkspaceSpec
 
@@ -150,6 +151,15 @@ class WebArenaAdapter(EnvAdapter):
 
     def oracle_actions(self, task: Task) -> list[str]:
         return load_oracle(int(task.id))
+
+    def restore_checks(self) -> CompatSuite:
+        """Chromium (new page, popup, second origin) and the site (a POST that writes SQLite) in a clone."""
+        return CompatSuite(
+            env="webarena", spec=self.workspace_spec(), prepare=(self.warmup_call(),),
+            checks=(AppCheck(f"Chromium ({'headless' if self.headless else 'headful'}, Playwright)",
+                             ("chromium", "playwright"), "webarena.check_chromium"),
+                    AppCheck("shopping site (Flask + SQLite)", ("flask", "libsqlite3-0"), "webarena.check_site",
+                             {"db_path": DB_PATH})))
 
     def action_grammar(self) -> str:
         # ids are DOM-order numbers; free text is bounded so a constrained completion ends within max_tokens

@@ -14,6 +14,8 @@ Handlers (keyword arguments in, JSON-serialisable dicts out):
 - ``webarena.observe()`` -> observation of the current state (no action).
 - ``webarena.evaluate(answer: str | None = None)`` -> ``{"reward": 0.0 | 1.0}``.
 - ``webarena.close()`` -> ``{"closed": true}``; stops the browser.
+- ``webarena.check_chromium()``, ``webarena.check_site(db_path)`` -> ``{"ok": bool, "detail": str}``: the
+  restore checks of compat.py (`bunshin doctor --deep`).
 
 The site's URL defaults to ``http://127.0.0.1:7770`` (``DEFAULT_PORT``), overridable with the environment
 variable ``BUNSHIN_WEBARENA_URL``, the ``base_url`` argument of :func:`register` or of ``reset``.
@@ -25,6 +27,7 @@ import os
 import sys
 from pathlib import Path
 
+from . import compat
 from .browser import BrowserSession
 from .episode import Episode
 from .errors import WebArenaError
@@ -103,3 +106,5 @@ def register(executor, base_url: str | None = None) -> None:
     executor.register("webarena.observe", rt.observe)
     executor.register("webarena.evaluate", rt.evaluate)
     executor.register("webarena.close", rt.close)
+    executor.register("webarena.check_chromium", lambda: compat.check_chromium(rt.session))
+    executor.register("webarena.check_site", lambda db_path: compat.check_site(rt.base_url, db_path))
