@@ -26,6 +26,7 @@ import glob
 import json
 import os
 import re
+import shlex
 import shutil
 import stat
 import subprocess
@@ -471,12 +472,13 @@ HOSTROOT_MODULES = (
 GUEST_STAGE2 = KMOD_DIR / "guest" / "stage2.sh"
 
 
-def _hostroot_init(stage2: str, stage2_args: list[str], mods: list[str]) -> str:
+def _hostroot_init(stage2: str, stage2_args: list[str], mods: list[str], with_module: bool = True) -> str:
     loads = _insmod_lines(mods)
-    args = " ".join(f"'{a}'" for a in stage2_args)
+    args = " ".join(shlex.quote(a) for a in stage2_args)
+    insmod = "insmod /bunshin_cow.ko || echo 'FAIL insmod_bunshin_cow'" if with_module else ""
     return _INIT_PREAMBLE + f"""echo "BCOW-GUEST start kernel=$(uname -r) cpus=$(nproc) mem=$(grep MemTotal /proc/meminfo)"
 {loads}
-insmod /bunshin_cow.ko || echo 'FAIL insmod_bunshin_cow'
+{insmod}
 mkdir -p /newroot
 mount -t 9p -o trans=virtio,version=9p2000.L,ro,cache=loose,msize=512000 hostroot /newroot \\
   || {{ echo 'FAIL mount_hostroot'; poweroff -f; }}
@@ -556,28 +558,23 @@ def judge_forkcore(run: GuestRun, kernel: str, seconds: float, clones: int) -> R
                   summary=summary, kernel=kernel, seconds=seconds, console=run.console)
 
 
-def run_forkcore_guest_test(out_dir: str | os.PathLike | None = None, hold_mb: int = 200, clones: int = 4,
-                            timeout: float = 2400.0, mem_mb: int = 3072,
-                            build_dir: str | os.PathLike | None = None, kernel_version: str | None = None,
-                            private_reference: bool = False) -> Result:
-    """forkcore's kmod backend end to end in a guest: workspace → CRIU snapshot → ``clones`` kmod clones.
-
-    The guest boots the Debian kernel with the module and overlay loaded and switches root to the host's /
-    (read-only over 9p; tmpfs for the writable dirs, kmod/guest/stage2.sh), so the project's venv, CRIU
-    (/opt/bunshin/criu) and util-linux are the host's. Needs root on the host (9p export of /), CRIU and
-    pycriu installed by scripts/setup.sh. Judged by :func:`judge_forkcore`.
-    """
-    t0 = time.monotonic()
+def run_hostroot_guest(command: list[str], *, with_module: bool = False, mem_mb: int = 3072,
+                       timeout: float = 1800.0, build_dir: str | os.PathLike | None = None,
+                       kernel_version: str | None = None, log_path: Path | None = None) -> GuestRun:
+    """Run ``command`` (argv, from the checkout, PYTHONPATH = the checkout) as root in a guest whose root is
+    the host's / (read-only over 9p; tmpfs for the writable dirs, kmod/guest/stage2.sh), so the project's
+    venv, CRIU (/opt/bunshin/criu) and the host's applications are there. The guest CPU is qemu's ``max``
+    model (it has memory protection keys, whatever the host's CPU). ``with_module`` builds and loads
+    bunshin_cow first. Needs root on the host (9p export of /) and scripts/setup.sh's CRIU and venv."""
     kernel = find_kernel(kernel_version)
     _need("qemu-system-x86_64", "qemu-system-x86")
     if os.geteuid() != 0:
-        raise HarnessError("the forkcore guest test exports the host's / over 9p and must run as root")
+        raise HarnessError("a host-root guest exports the host's / over 9p and must run as root")
     if not Path("/opt/bunshin/venv/bin/python").exists():
         raise HarnessError("/opt/bunshin/venv is missing: run `bash scripts/setup.sh` first")
     build = Path(build_dir or DEFAULT_BUILD_DIR)
     build.mkdir(parents=True, exist_ok=True)
-    ko = build_module(kernel, build)
-    files: dict[str, Path | bytes] = {"/bunshin_cow.ko": ko}
+    files: dict[str, Path | bytes] = {"/bunshin_cow.ko": build_module(kernel, build)} if with_module else {}
     mods = []
     for m in HOSTROOT_MODULES:
         host = kernel.modules_dir / m
@@ -585,14 +582,34 @@ def run_forkcore_guest_test(out_dir: str | os.PathLike | None = None, hold_mb: i
             raise HarnessError(f"{host} is missing (the guest needs it to mount the host root / workspaces)")
         files[f"/lib/modules/{host.name}"] = host
         mods.append(m)
-    args = [str(KMOD_DIR.parent), str(hold_mb), str(clones), "1" if private_reference else "0"]
-    initrd = build / "initramfs-forkcore.cpio"
-    write_initramfs(initrd, files, _hostroot_init(str(GUEST_STAGE2), args, mods))
+    initrd = build / f"initramfs-hostroot-{os.getpid()}.cpio"
+    write_initramfs(initrd, files, _hostroot_init(str(GUEST_STAGE2), [str(KMOD_DIR.parent), *command], mods,
+                                                  with_module))
+    try:
+        return boot_hostroot_guest(kernel, initrd, mem_mb=mem_mb, timeout=timeout, log_path=log_path)
+    finally:
+        initrd.unlink(missing_ok=True)
+
+
+def run_forkcore_guest_test(out_dir: str | os.PathLike | None = None, hold_mb: int = 200, clones: int = 4,
+                            timeout: float = 2400.0, mem_mb: int = 3072,
+                            build_dir: str | os.PathLike | None = None, kernel_version: str | None = None,
+                            private_reference: bool = False) -> Result:
+    """forkcore's kmod backend end to end in a guest: workspace → CRIU snapshot → ``clones`` kmod clones.
+
+    The guest boots the Debian kernel with the module and overlay loaded and runs kmod/guest_forkcore.py in a
+    host-root guest (`run_hostroot_guest`). Judged by :func:`judge_forkcore`.
+    """
+    t0 = time.monotonic()
+    kernel = find_kernel(kernel_version)
+    command = ["/opt/bunshin/venv/bin/python", "-u", "-m", "kmod.guest_forkcore", "--hold-mb", str(hold_mb),
+               "--clones", str(clones), *(["--private-reference"] if private_reference else [])]
     log_path = None
     if out_dir:
         Path(out_dir).mkdir(parents=True, exist_ok=True)
         log_path = Path(out_dir) / "console-forkcore.log"
-    run = boot_hostroot_guest(kernel, initrd, mem_mb=mem_mb, timeout=timeout, log_path=log_path)
+    run = run_hostroot_guest(command, with_module=True, mem_mb=mem_mb, timeout=timeout, build_dir=build_dir,
+                             kernel_version=kernel_version, log_path=log_path)
     res = judge_forkcore(run, kernel.version, time.monotonic() - t0, clones)
     if out_dir:
         res.console_path = str(log_path)
