@@ -28,7 +28,7 @@ PREFIX = Path(os.environ.get("BUNSHIN_PREFIX", "/opt/bunshin"))
 DEFAULT_VENV = Path(os.environ.get("BUNSHIN_LLM_VENV", PREFIX / "llm-venv"))
 #: the GGUF model (scripts/install_llm.sh; BUNSHIN_LLM_MODEL overrides it there and here)
 DEFAULT_MODEL = Path(os.environ.get("BUNSHIN_LLM_MODEL", PREFIX / "models" / "gemma-3-270m-q4_k_m.gguf"))
-INSTALL_HINT = "run scripts/install_llm.sh (as root; scripts/setup.sh calls it)"
+INSTALL_HINT = "run scripts/install_llm.sh (as root; scripts/setup.sh --test calls it)"
 
 
 class LLMServerError(RuntimeError):

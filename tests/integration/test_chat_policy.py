@@ -1,6 +1,6 @@
 """ChatPolicy against a real local LLM (llama-cpp-python's server, Gemma 3 270M): a GRPO group on WebArena.
 
-Needs scripts/install_llm.sh (scripts/setup.sh runs it, so CI has it): a missing install fails here with the
+Needs scripts/install_llm.sh (scripts/setup.sh --test runs it, so CI has it): a missing install fails here with the
 command to run, it does not skip. Takes a few minutes on 2 CPU cores (prompt processing ~70 tokens/s).
 """
 from __future__ import annotations
