@@ -18,8 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from forkcore import Workspace, WorkspaceSpec
-from forkcore.host_versions import host_versions
+from forkcore import Workspace, WorkspaceSpec, host_versions
 
 
 @dataclass(frozen=True)
@@ -75,8 +74,8 @@ def package_versions(packages: tuple[str, ...]) -> str:
     return ", ".join(f"{p} {v}" for p, v in found if v) or "not installed"
 
 
-def _results_for(suite: CompatSuite, ok: bool, detail: str, seconds: float = 0.0) -> list[CheckResult]:
-    return [CheckResult(suite.env, c.app, package_versions(c.packages), ok, detail, seconds) for c in suite.checks]
+def _all_failed(suite: CompatSuite, detail: str) -> list[CheckResult]:
+    return [CheckResult(suite.env, c.app, package_versions(c.packages), False, detail, 0.0) for c in suite.checks]
 
 
 def run_suite(suite: CompatSuite, backend: str = "private") -> list[CheckResult]:
@@ -92,12 +91,12 @@ def run_suite(suite: CompatSuite, backend: str = "private") -> list[CheckResult]
             for method, params in suite.prepare:
                 source.call(method, timeout=suite.prepare_timeout_s, **dict(params))
         except Exception as e:  # noqa: BLE001 - reported as the result
-            return _results_for(suite, False, f"could not start the applications in the source: {_first(e)}")
+            return _all_failed(suite, f"could not start the applications in the source: {_first(e)}")
         try:
             snap = source.snapshot()
             clone = snap.fork(1, backend=backend)[0]
         except Exception as e:  # noqa: BLE001
-            return _results_for(suite, False, f"snapshot/restore failed: {_first(e)}")
+            return _all_failed(suite, f"snapshot/restore failed: {_first(e)}")
         out = []
         for c in suite.checks:
             t0 = time.monotonic()

@@ -119,7 +119,7 @@ class BunshinEnv(gym.Env):
             iteration, a crashed run restarted) starts warm. Entries are verified when read; a corrupt one
             is dropped and re-executed, never served. Its identity includes the task file, the workspace
             spec, layer versions and the host's versions (kernel, CRIU, Debian and venv packages:
-            forkcore.host_versions), so changed code, tasks or application builds never hit old entries.
+            forkcore.versions), so changed code, tasks or application builds never hit old entries.
 
     Prefix cache (BunshinRL §3.2, TVCache): a step's key is the canonical signature of every action of the
     episode so far. If that whole prefix was executed before (by any env of this task in this process), the

@@ -4,7 +4,7 @@ Building a workspace cold (start services, launch a browser) takes seconds; fork
 fraction of that. The first reset of a task builds: base workspace → warm-up call → base snapshot; fork →
 the task's reset call → task snapshot (with the initial observation it produced). Every later reset of that
 task, in any env object of this process, forks the task snapshot. Both are keyed by the host's versions too
-(forkcore.host_versions): after an upgrade of Chromium, LibreOffice, the venv, CRIU or the kernel the next
+(forkcore.versions): after an upgrade of Chromium, LibreOffice, the venv, CRIU or the kernel the next
 reset builds new ones, under a new prefix-tree identity. Released at interpreter exit.
 """
 from __future__ import annotations
@@ -16,8 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from forkcore import Snapshot, Workspace
-from forkcore.host_versions import host_versions
+from forkcore import Snapshot, Workspace, host_versions
 
 from .adapter import EnvAdapter, Task
 

@@ -8,11 +8,13 @@ from .errors import (BackendUnavailable, CriuUnavailable, ExecutorError, Executo
                      KernelFeatureMissing, NotRoot, RestoreFailed, SnapshotError, SnapshotReleased,
                      WorkspaceDestroyed, WorkspaceError)
 from .spec import ServiceSpec, WorkspaceSpec, validate_spec
+from .versions import HostVersions, host_versions
 from .workspace import Snapshot, Workspace
 
 __all__ = [
     "AUTO_ORDER", "BackendUnavailable", "CriuUnavailable", "ExecutorError", "ExecutorUnreachable",
-    "ForkcoreError", "KernelFeatureMissing", "NotRoot", "RestoreFailed", "ServiceSpec", "Snapshot",
+    "ForkcoreError", "HostVersions", "KernelFeatureMissing", "NotRoot", "RestoreFailed", "ServiceSpec", "Snapshot",
     "SnapshotError", "SnapshotReleased", "TreeMemory", "Workspace", "WorkspaceDestroyed", "WorkspaceError",
-    "WorkspaceSpec", "backend_report", "get_backend", "host_memory_used", "tree_memory", "validate_spec",
+    "WorkspaceSpec", "backend_report", "get_backend", "host_memory_used", "host_versions", "tree_memory",
+    "validate_spec",
 ]

@@ -110,9 +110,9 @@ RESTORE_LOG_LIMIT = 256 << 20
 def restore(opts: RestoreOptions, timeout: float = 300, preexec_fn=None,
             log_limit_bytes: int | None = None) -> subprocess.CompletedProcess:
     """Run the restore; `preexec_fn` runs in CRIU's process before it starts (e.g. joining a cgroup that every
-    restored task then inherits). A restore that outlives `timeout` raises TimeoutExpired; one whose log passes
-    `log_limit_bytes` (default RESTORE_LOG_LIMIT) is killed and returns exit -9. Either way CRIU's own process is gone, but tasks it
-    forked may not be: the caller kills them (forkcore puts them all in the clone's cgroup)."""
+    restored task then inherits). A restore that outlives `timeout` raises TimeoutExpired; one whose log
+    passes `log_limit_bytes` (default RESTORE_LOG_LIMIT) is killed and returns exit -9. Either way CRIU's own
+    process is gone but tasks it forked may not be: the caller kills them (forkcore: the clone's cgroup)."""
     cmd = [*opts.exec_prefix, require_criu(), "restore", "-D", str(opts.images_dir), "-d", "--root", str(opts.root),
            "--pidfile", str(opts.pidfile), "-o", str(opts.log_file), *_COMMON]
     for key, host_path in opts.external_mounts:
@@ -161,22 +161,25 @@ def keep_log(src: Path, dst: Path, max_bytes: int = 8 << 20) -> None:
 _EXITING_TASK_ERRORS = ("Unseizable non-zombie", "Zombies with threads are not supported")
 
 
-def dump_failed_on_exiting_task(log_path: Path) -> bool:
-    """True if the dump in `log_path` failed only because a process was exiting while it was seized."""
-    try:
-        text = Path(log_path).read_text(errors="replace")
-    except OSError:
-        return False
-    return any(e in text for e in _EXITING_TASK_ERRORS)
-
-
-def log_tail(path: Path, lines: int = 25, max_bytes: int = 4 << 20) -> str:
-    """The last error lines of a CRIU log (errors first, then the tail); reads at most its last `max_bytes`."""
+def _log_end(path: Path, max_bytes: int = 4 << 20) -> list[str] | None:
+    """The lines of a log's last `max_bytes` (where CRIU writes its errors); None if it cannot be read."""
     try:
         with open(path, "rb") as f:
             f.seek(max(0, os.fstat(f.fileno()).st_size - max_bytes))
-            text = f.read().decode(errors="replace").splitlines()
+            return f.read().decode(errors="replace").splitlines()
     except OSError:
+        return None
+
+
+def dump_failed_on_exiting_task(log_path: Path) -> bool:
+    """True if the dump in `log_path` failed only because a process was exiting while it was seized."""
+    return any(e in line for line in _log_end(log_path) or () for e in _EXITING_TASK_ERRORS)
+
+
+def log_tail(path: Path, lines: int = 25) -> str:
+    """The last error lines of a CRIU log (errors first, then the tail)."""
+    text = _log_end(path)
+    if text is None:
         return f"(no log at {path})"
     errors = [l for l in text if "Error" in l or "error" in l][-10:]
     return "\n".join(errors + ["..."] + text[-lines:])

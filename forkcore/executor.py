@@ -118,10 +118,9 @@ def serve(socket_path: str, handler_modules: list[str]) -> None:
 
 
 def main() -> None:
-    from forkcore.seccomp import already_filtered, install_workspace_filter
+    from forkcore.seccomp import install_workspace_filter
 
-    if not already_filtered():  # normally inherited from the workspace's init; before any handler loads
-        install_workspace_filter()
+    install_workspace_filter()  # normally inherited from the workspace's init; before any handler loads
     ap = argparse.ArgumentParser()
     ap.add_argument("--socket", required=True)
     ap.add_argument("--handlers", action="append", default=[])

@@ -59,15 +59,17 @@ def filter_program(denied: dict[str, int], machine: str | None = None) -> bytes:
 
 
 def install_workspace_filter(allow_pkeys: bool = False) -> None:
-    """Install the filter in the calling process (and so in everything it starts).
+    """Install the filter in the calling process (and so in everything it starts), unless the process already
+    runs under one (inherited from the workspace's init: stacking a second would need no_new_privs for
+    non-root processes, which breaks sudo for their children).
 
     Args:
         allow_pkeys: leave pkey_alloc working (clones of processes that use keys then break; see above).
     Raises:
         OSError if the kernel refuses the filter.
     """
-    if os.geteuid() != 0 and already_filtered():
-        return  # inherited from init; adding one would need no_new_privs, which breaks sudo for children
+    if already_filtered():
+        return
     denied = {k: v for k, v in CRIU_INCOMPATIBLE.items() if not (allow_pkeys and k == "pkey_alloc")}
     prog = filter_program(denied)
     buf = ctypes.create_string_buffer(prog)

@@ -29,7 +29,7 @@ from .capabilities import can_snapshot_non_root_processes
 from .cgroups import Freezer
 from .errors import (KernelFeatureMissing, NotRoot, RestoreFailed, SnapshotError, SnapshotReleased, WorkspaceDestroyed,
                      WorkspaceError)
-from .host_versions import HostVersions, host_versions
+from .versions import HostVersions, host_versions
 from .rpc import ExecutorClient
 from .spec import WorkspaceSpec, validate_spec
 
@@ -445,7 +445,7 @@ class Snapshot:
 
     def verify(self, deep: bool = False) -> None:
         """Raise SnapshotError if image files are missing, added or resized since the dump, or if the host's
-        kernel, CRIU, Debian packages or venv packages differ from the dump's (see host_versions.py).
+        kernel, CRIU, Debian packages or venv packages differ from the dump's (see versions.py).
 
         With deep=True also compare a sha256 of every image (computed and stored on first use)."""
         try:

@@ -332,7 +332,7 @@ def test_snapshot_refuses_to_restore_under_other_host_versions(snapshot, monkeyp
     refuses to restore, naming what changed, instead of running old memory over new files."""
     import dataclasses
 
-    from forkcore import host_versions as hv
+    from forkcore import versions as hv
     from forkcore import workspace
 
     now = hv.host_versions()

@@ -197,7 +197,7 @@ import hashlib, json, os, sys
 import gymnasium as gym, numpy as np
 import bunshin_gym  # noqa: F401
 if os.environ.get("TEST_CHROMIUM_VERSION"):  # this process "runs" another browser build
-    import forkcore.host_versions as hv
+    import forkcore.versions as hv
     real = hv.debian_packages
     hv.debian_packages = lambda *a: {**real(*a), "chromium": os.environ["TEST_CHROMIUM_VERSION"]}
 env = gym.make("BunshinWebArena-v0", task_id=sys.argv[1], cache_dir=sys.argv[2], diagnostics=True)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from forkcore.host_versions import HostVersions, debian_packages, host_versions
+from forkcore.versions import HostVersions, debian_packages, host_versions
 
 STATUS = """Package: chromium
 Status: install ok installed
