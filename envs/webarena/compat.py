@@ -25,6 +25,7 @@ import urllib.request
 import uuid
 
 SECOND_ORIGIN_HOST = "127.0.0.2"  #: another loopback address: another site, so another renderer process
+STEP_TIMEOUT_MS = 30_000  #: each step may take this long (a PKU qemu guest under TCG is slow)
 
 
 def renderer_pids() -> set[int]:
@@ -66,22 +67,27 @@ def check_chromium(session) -> dict:
         return {"ok": False, "detail": "no browser: the suite's prepare call (webarena.reset) did not start one"}
     site = session.base_url + "/"
     done: list[str] = []
-    pages = []
+    pages, crashed = [], []
+
+    def watch(page) -> None:
+        pages.append(page)
+        page.on("crash", lambda p: crashed.append(p.url))
+
+    session.context.on("page", watch)
     server = ctx = None
     try:
         before = renderer_pids()
         page = session.context.new_page()
-        pages.append(page)
         page.goto(site, wait_until="load")
         done.append(f"new page {page.title()!r} (renderers {len(before)} -> {len(renderer_pids())})")
-        with page.expect_popup() as popup_info:
+        with page.expect_popup(timeout=STEP_TIMEOUT_MS) as popup_info:
             page.evaluate("() => { window.open('/', '_blank'); }")
         popup = popup_info.value
-        pages.append(popup)
-        popup.wait_for_load_state("load")
+        popup.wait_for_load_state("load", timeout=STEP_TIMEOUT_MS)
         done.append(f"popup {popup.title()!r}")
         server, url = _serve_second_origin()
         ctx = session.context.browser.new_context()  # the env's context aborts other origins
+        ctx.on("page", watch)
         other = ctx.new_page()
         other.goto(site, wait_until="load")
         on_site = renderer_pids()
@@ -96,8 +102,12 @@ def check_chromium(session) -> dict:
         return {"ok": True, "detail": "; ".join(done)}
     except Exception as e:  # noqa: BLE001 - "Target crashed" is what this looks for
         msg = str(e).strip().splitlines()
-        return {"ok": False, "detail": "; ".join(done + [f"{type(e).__name__}: {msg[0] if msg else ''}"])}
+        why = [f"{type(e).__name__}: {msg[0] if msg else ''}"]
+        if crashed:
+            why.append(f"renderer crashed for {len(crashed)} page(s)")
+        return {"ok": False, "detail": "; ".join(done + why)}
     finally:
+        session.context.remove_listener("page", watch)
         for p in pages:
             try:
                 p.close()
