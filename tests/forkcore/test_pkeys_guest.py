@@ -58,7 +58,7 @@ def test_criu_drops_protection_keys_and_workspaces_hide_them_on_a_pku_cpu():
 
 
 @pytest.mark.skipif(os.environ.get("BUNSHIN_TEST_PKU_CHROMIUM") != "1",
-                    reason="Chromium under qemu's TCG takes ~15 min; set BUNSHIN_TEST_PKU_CHROMIUM=1 to run it "
+                    reason="Chromium under qemu's TCG takes ~8 min; set BUNSHIN_TEST_PKU_CHROMIUM=1 to run it "
                            "(on a PKU host tests/integration/test_restore_compat.py shows the same in seconds)")
 def test_chromium_new_page_in_a_clone_crashes_as_before_the_fix_and_works_with_it():
     results, console = _run_guest(chromium=True, timeout=2700)
