@@ -57,6 +57,13 @@ class EnvAdapter(abc.ABC):
     def workspace_spec(self) -> WorkspaceSpec:
         """The workspace every task of this env starts from (services, layers, handlers)."""
 
+    def identity(self) -> str:
+        """Everything about this adapter that can change an observation (viewport, screen size, a11y, action
+        space, ...): part of the task snapshots' and the prefix tree's identity, so envs made with other
+        settings never share a snapshot or a cached step. By default the adapter's own attributes, which are
+        its constructor settings (adapters hold no other state); override if that stops being true."""
+        return json.dumps({"adapter": type(self).__qualname__, **vars(self)}, sort_keys=True, default=str)
+
     def warmup_call(self) -> tuple[str, dict] | None:
         """An executor call run once on the fresh base workspace before its snapshot (e.g. start a browser)."""
         return None

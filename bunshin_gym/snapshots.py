@@ -3,7 +3,8 @@
 Building a workspace cold (start services, launch a browser) takes seconds; forking a snapshot takes a
 fraction of that. The first reset of a task builds: base workspace → warm-up call → base snapshot; fork →
 the task's reset call → task snapshot (with the initial observation it produced). Every later reset of that
-task, in any env object of this process, forks the task snapshot. Both are keyed by the host's versions too
+task, in any env object of this process with the same adapter settings (`EnvAdapter.identity`: viewport,
+screen size, ...), forks the task snapshot. Both are keyed by the host's versions too
 (forkcore.versions): after an upgrade of Chromium, LibreOffice, the venv, CRIU or the kernel the next
 reset builds new ones, under a new prefix-tree identity. Released at interpreter exit.
 """
@@ -26,7 +27,7 @@ class TaskSnapshot:
     snapshot: Snapshot
     initial_raw: Any  #: the executor's answer to the reset call (the initial observation)
     build_s: float
-    initial_digest: str  #: task config + workspace spec + layers + host versions: the prefix tree's identity
+    initial_digest: str  #: task + workspace spec + adapter settings + layers + host versions: the tree's identity
 
 
 class SnapshotRegistry:
@@ -42,7 +43,7 @@ class SnapshotRegistry:
 
     def base(self, adapter: EnvAdapter) -> Snapshot:
         spec = adapter.workspace_spec()
-        key = spec.to_json() + host_versions().digest()
+        key = spec.to_json() + adapter.identity() + host_versions().digest()
         with self._lock(("base", key)):
             if key not in self._base:
                 ws = Workspace.start(spec)
@@ -56,7 +57,7 @@ class SnapshotRegistry:
             return self._base[key]
 
     def task(self, adapter: EnvAdapter, task: Task, backend: str) -> TaskSnapshot:
-        key = (adapter.workspace_spec().to_json(), task.id, task.digest, host_versions().digest())
+        key = (adapter.workspace_spec().to_json(), adapter.identity(), task.id, task.digest, host_versions().digest())
         with self._lock(("task", key)):
             if key not in self._tasks:
                 t0 = time.monotonic()
@@ -69,7 +70,7 @@ class SnapshotRegistry:
                     ws.destroy()
                 layers = "|".join(p.name for p in snap.lowers)
                 host = snap.recorded_host_versions().digest()
-                digest = hashlib.sha256(f"{task.digest}|{key[0]}|{layers}|{host}".encode()).hexdigest()[:16]
+                digest = hashlib.sha256(f"{task.digest}|{key[0]}|{key[1]}|{layers}|{host}".encode()).hexdigest()[:16]
                 self._tasks[key] = TaskSnapshot(snap, raw, time.monotonic() - t0, digest)
             return self._tasks[key]
 

@@ -147,6 +147,25 @@ def test_a_forked_env_opens_new_tabs_in_its_restored_browser():
         env.close()
 
 
+def test_envs_with_another_viewport_share_no_snapshot_and_no_cached_step():
+    """Adapter settings that change observations are part of the identity: an 800x600 env of a task that a
+    default env already ran gets its own snapshot and misses (it used to fork the 1280x720 snapshot and be
+    served 1280x720 hits against a (600, 800, 3) space)."""
+    default = gym.make("BunshinWebArena-v0", task_id=TASK, diagnostics=True)
+    small = gym.make("BunshinWebArena-v0", task_id=TASK, viewport=(800, 600), diagnostics=True)
+    try:
+        default.reset()
+        default.step("scroll [down]")
+        obs, _ = small.reset()
+        assert obs["screenshot"].shape == (600, 800, 3)
+        obs, _, _, _, info = small.step("scroll [down]")
+        assert info["bunshin"]["cache"] == "miss" and obs["screenshot"].shape == (600, 800, 3)
+        assert small.observation_space.contains(obs)
+    finally:
+        small.close()
+        default.close()
+
+
 @pytest.mark.parametrize("bad", ["click [[[", "fly [3]", "", 42, "type [1]"])
 def test_malformed_action_sets_error_and_changes_nothing(bad):
     env = gym.make("BunshinWebArena-v0", task_id=TASK, disable_env_checker=True)
