@@ -17,7 +17,7 @@ from typing import Any
 import gymnasium as gym
 import logging
 
-from forkcore import ExecutorError, Snapshot, Workspace
+from forkcore import ALL_BACKENDS, ExecutorError, Snapshot, Workspace
 
 from .adapter import ActionError, EnvAdapter, Task
 from .cache import CacheConfig, CachedStep, CacheStore, MissExecutionError, PrefixCache, PrefixTree
@@ -167,7 +167,10 @@ class BunshinEnv(gym.Env):
         if self.cache_dir is not None and not self.use_cache:
             raise ValueError("cache_dir needs cache=True (the on-disk store persists the shared prefix tree)")
         self._store: CacheStore | None = None
-        self._default_task = self.adapter.load_task(task_id, task_config) if (task_id or task_config) else None
+        if backend != "auto" and backend not in ALL_BACKENDS:  # availability is checked at the first fork
+            raise ValueError(f"backend={backend!r}: choose one of auto, {', '.join(ALL_BACKENDS)}")
+        given = task_id is not None or task_config is not None  # task_id=0 is a task, not "pick one"
+        self._default_task = self.adapter.load_task(task_id, task_config) if given else None
         self.observation_space = self.adapter.observation_space()
         self.action_space = self.adapter.action_space()
         self.task: Task | None = None

@@ -3,7 +3,7 @@
 Mechanism only: it knows no RL and imports neither Gymnasium nor any env.
 """
 from .accounting import TreeMemory, host_memory_used, tree_memory
-from .backends import AUTO_ORDER, backend_report, get_backend
+from .backends import ALL_BACKENDS, AUTO_ORDER, backend_report, get_backend
 from .errors import (BackendUnavailable, CriuUnavailable, ExecutorError, ExecutorUnreachable, ForkcoreError,
                      KernelFeatureMissing, NotRoot, RestoreFailed, SnapshotError, SnapshotReleased,
                      WorkspaceDestroyed, WorkspaceError)
@@ -12,7 +12,7 @@ from .versions import HostVersions, host_versions
 from .workspace import Snapshot, Workspace
 
 __all__ = [
-    "AUTO_ORDER", "BackendUnavailable", "CriuUnavailable", "ExecutorError", "ExecutorUnreachable",
+    "ALL_BACKENDS", "AUTO_ORDER", "BackendUnavailable", "CriuUnavailable", "ExecutorError", "ExecutorUnreachable",
     "ForkcoreError", "HostVersions", "KernelFeatureMissing", "NotRoot", "RestoreFailed", "ServiceSpec", "Snapshot",
     "SnapshotError", "SnapshotReleased", "TreeMemory", "Workspace", "WorkspaceDestroyed", "WorkspaceError",
     "WorkspaceSpec", "backend_report", "get_backend", "host_memory_used", "host_versions", "tree_memory",

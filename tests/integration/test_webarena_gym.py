@@ -147,6 +147,14 @@ def test_a_forked_env_opens_new_tabs_in_its_restored_browser():
         env.close()
 
 
+def test_task_id_0_is_a_task_and_an_unknown_backend_fails_at_construction():
+    env = gym.make("BunshinWebArena-v0", task_id=0)
+    assert env.unwrapped._default_task.id == "0", "0 names task 0, it does not mean 'a random task'"
+    env.close()
+    with pytest.raises(ValueError, match="backend='nope': choose one of auto, kmod"):
+        gym.make("BunshinWebArena-v0", task_id="0", backend="nope")
+
+
 def test_envs_with_another_viewport_share_no_snapshot_and_no_cached_step():
     """Adapter settings that change observations are part of the identity: an 800x600 env of a task that a
     default env already ran gets its own snapshot and misses (it used to fork the 1280x720 snapshot and be
