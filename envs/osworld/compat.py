@@ -23,7 +23,7 @@ import time
 import uuid
 
 from .desktop import DesktopSession
-from .tasks import task_file
+from .tasks import _wait_http, task_file
 
 _DOCS = {"calc": ("empty.xlsx", ".xlsx", "LibreOffice Calc"), "writer": ("blank.docx", ".docx", "LibreOffice Writer")}
 
@@ -45,16 +45,6 @@ def _windows_of(s: DesktopSession, wm_class: str) -> set[str]:
     return {wid for wid, _, cls in s.windows() if wm_class.lower() in cls.lower()}
 
 
-def _cdp_up(s: DesktopSession) -> bool:
-    import urllib.request
-
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{s.cdp_port}/json/version", timeout=2):
-            return True
-    except OSError:
-        return False
-
-
 def _blank_document(s: DesktopSession, kind: str, stem: str) -> str:
     blank, ext, _ = _DOCS[kind]
     path = os.path.join(s.home, "Documents", stem + ext)
@@ -73,8 +63,7 @@ def prepare(s: DesktopSession) -> dict:
     s.wait_window("Mousepad", timeout=30, by_class=True)
     s.launch("xterm")
     s.wait_window("Terminal", timeout=30)
-    if not _wait(lambda: _cdp_up(s), 60):
-        return _ok(False, f"Chromium's DevTools port {s.cdp_port} did not answer")
+    _wait_http(f"http://127.0.0.1:{s.cdp_port}/json/version", 60)  # raises, naming the URL, if it never answers
     s.wait_window("Chromium", timeout=30, by_class=True)
     s.wait_idle(timeout=20)
     return _ok(True, "windows: " + ", ".join(sorted({t for _, t, _ in s.windows() if t})))
