@@ -14,8 +14,8 @@ from .errors import (
     StoreFormatError,
     StoreLockTimeout,
 )
-from .registry import CacheConfig, PrefixCache, validate_cache_config
-from .snapshots import (
+from .prefix_cache import CacheConfig, PrefixCache, validate_cache_config
+from .retention import (
     PoolStats,
     SnapshotDecision,
     SnapshotEntry,
@@ -25,8 +25,8 @@ from .snapshots import (
     SnapshotPool,
     validate_policy_config,
 )
-from .store import CacheStore, LoadReport, SnapshotRecord, StoreConfig, validate_store_config
-from .tree import CachedStep, MaterializePlan, Match, MissClaim, Node, PrefixTree, SideEntry, SnapshotPlan, TreeStats
+from .store import CacheStore, LoadReport, StoreConfig, validate_store_config
+from .tree import CachedStep, Match, MissClaim, Node, PrefixTree, RestorePlan, SideEntry, TreeStats
 
 __all__ = [
     "CacheConfig",
@@ -38,7 +38,6 @@ __all__ = [
     "ForeignNodeError",
     "LoadReport",
     "Match",
-    "MaterializePlan",
     "MissClaim",
     "MissExecutionError",
     "Node",
@@ -50,11 +49,10 @@ __all__ = [
     "SnapshotDecision",
     "SnapshotEntry",
     "SnapshotHandle",
-    "SnapshotPlan",
+    "RestorePlan",
     "SnapshotPolicy",
     "SnapshotPolicyConfig",
     "SnapshotPool",
-    "SnapshotRecord",
     "StoreConfig",
     "StoreError",
     "StoreFormatError",

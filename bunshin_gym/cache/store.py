@@ -1,23 +1,24 @@
-"""Persistent on-disk store of prefix trees, their step results and snapshot deltas.
+"""Persistent on-disk store of prefix trees and their step results.
 
 Owns: the directory format, content-addressed compressed blobs, the record journal and its compaction,
-crash safety, corruption detection and the cross-process writer lock. Does not own: what a snapshot delta
-*contains* (forkcore produces the files: CRIU images, overlay layer tarballs, page chunks) or when to
-save (the env / rollout driver calls `save_tree` e.g. at the end of an iteration).
+crash safety, corruption detection and the cross-process writer lock. Does not own: when to save (the env /
+rollout driver calls `save_tree` e.g. at the end of an iteration) or snapshots (the tree's `SnapshotPool`
+holds them as `SnapshotHandle`s; nothing here stores or restores one).
 
 Layout of a store directory::
 
     FORMAT            {"format": "bunshin-cache-store", "version": 1}
     lock              flock(2) target: writers hold LOCK_EX, readers LOCK_SH while reading the journal
     blobs/ab/<sha256> one blob: b"BSB1" + codec byte + payload (0 raw, 1 zlib, 2 zstd). The name is the
-                      sha256 of the *uncompressed* bytes, so identical content (the same observation,
-                      an unchanged page/file chunk shared by many snapshot deltas) is stored once.
+                      sha256 of the *uncompressed* bytes, so identical content (the same observation
+                      reached by many paths) is stored once.
     manifest.jsonl    compacted records (rewritten atomically by `compact`)
     journal.jsonl     records appended since the last compaction
 
 A record line is ``<first 16 hex of sha256(json)> <json>\\n``. Records: ``tree`` (task_id, digest),
-``node`` (tree, key, parent key, signature, result blob, cost_s, side = read-only entry), ``root``
-(reset observation), ``snap`` (tree, node, files -> chunk digests, meta).
+``node`` (tree, key, parent key, signature, result blob, cost_s, side = read-only entry) and ``root``
+(reset observation). Stores written by older versions may also hold ``snap`` records (snapshot deltas, no
+longer kept): they are skipped, and `compact` leaves them out, so blobs only they named become garbage.
 
 Crash safety. Every blob is written to a temp file, fsynced and ``os.replace``d into place, and blobs are
 fsynced before the journal lines that reference them are appended (and the journal is fsynced after).
@@ -28,10 +29,12 @@ atomically *before* replacing the journal, so a crash in between only leaves dup
 are idempotent (records are keyed by content-derived node keys).
 
 Corruption. Every blob read re-hashes the decompressed bytes; a mismatch, a truncated or undecodable blob
-or a missing blob raises `CorruptEntryError` internally, the blob is deleted, and the entry is dropped:
-`load_tree` leaves that node (and so its subtree, which can't be reached without it) out of the tree and
-`get_snapshot` raises; nothing corrupt is ever served. A later `save_tree` of a tree that has the node
-writes it again. Step results are pickled (trusted local data only: never open a store you didn't write).
+or a missing blob raises `CorruptEntryError` internally and the blob is deleted. A step result that doesn't
+unpickle (e.g. an upgrade renamed a class it names) raises it too, but keeps its blob (the bytes are
+intact). Either way the entry is dropped: `load_tree` logs it, counts it in `LoadReport.dropped` and leaves
+that node (and so its subtree, which can't be reached without it) out of the tree; it never raises for it,
+and nothing corrupt is ever served. A later `save_tree` of a tree that has the node writes it again. Step
+results are pickled (trusted local data only: never open a store you didn't write).
 """
 
 from __future__ import annotations
@@ -80,8 +83,6 @@ class StoreConfig:
     """Compression level (zlib 1-9, zstd 1-22)."""
     fsync: bool = True
     """fsync blobs, journal and directories (turn off only for throwaway stores: crash safety needs it)."""
-    chunk_bytes: int = 1 << 20
-    """Snapshot files are split into chunks of this size; identical chunks are stored once."""
     lock_timeout_s: float = 60.0
     """How long to wait for another process's writer lock before `StoreLockTimeout`."""
 
@@ -92,8 +93,6 @@ def validate_store_config(cfg: StoreConfig) -> None:
     if cfg.codec == "zstd" and _zstd is None:
         raise StoreError("StoreConfig.codec='zstd' needs the zstandard package: "
                          "/opt/bunshin/venv/bin/pip install zstandard (or use codec='auto')")
-    if cfg.chunk_bytes < 4096:
-        raise ValueError(f"StoreConfig.chunk_bytes={cfg.chunk_bytes} is invalid: expected >= 4096")
     if cfg.lock_timeout_s < 0:
         raise ValueError(f"StoreConfig.lock_timeout_s={cfg.lock_timeout_s} is invalid: expected >= 0")
 
@@ -105,24 +104,8 @@ class LoadReport:
     nodes: int
     side_entries: int
     dropped: int
-    """Entries dropped: corrupt/missing blob, undecodable result, orphaned (parent dropped) or a read-only
-    annotation that disagrees with the loading tree's predicate."""
-    disk_snapshots: int
-
-
-@dataclass(frozen=True)
-class SnapshotRecord:
-    """An on-disk snapshot delta of one node."""
-
-    tree_key: str
-    node_key: str
-    files: Mapping[str, tuple[int, tuple[str, ...]]]
-    """``relative name -> (size in bytes, chunk digests)``."""
-    meta: Mapping[str, Any]
-
-    @property
-    def size_bytes(self) -> int:
-        return sum(size for size, _ in self.files.values())
+    """Entries dropped: corrupt/missing blob, a result that doesn't unpickle, a malformed record, orphaned
+    (parent dropped) or a read-only annotation that disagrees with the loading tree's predicate."""
 
 
 def _line(rec: Mapping[str, Any]) -> bytes:
@@ -148,14 +131,13 @@ def encode_result(result: CachedStep) -> bytes:
 
 
 def decode_result(data: bytes) -> CachedStep:
-    obs, reward, terminated, truncated, info = pickle.loads(data)  # noqa: S301 - trusted local store
-    return CachedStep(obs, reward, terminated, truncated, info)
-
-
-def _check_relname(name: str) -> None:
-    p = Path(name)
-    if not name or p.is_absolute() or ".." in p.parts:
-        raise ValueError(f"snapshot file name {name!r} must be a relative path without '..'")
+    """Unpickle a step result; `CorruptEntryError` if it doesn't decode."""
+    try:
+        obs, reward, terminated, truncated, info = pickle.loads(data)  # noqa: S301 - trusted local store
+        return CachedStep(obs, reward, terminated, truncated, info)
+    except Exception as e:  # noqa: BLE001 - unpickling runs arbitrary reducers: ImportError after an
+        # upgrade renamed a module, AttributeError for a renamed class, or whatever a __setstate__ raises
+        raise CorruptEntryError(f"step result does not unpickle ({type(e).__name__}: {e})") from e
 
 
 class CacheStore:
@@ -180,7 +162,10 @@ class CacheStore:
         # index built from manifest + journal
         self._trees: dict[str, dict[str, Any]] = {}
         self._nodes: dict[str, dict[str, dict[str, Any]]] = {}
-        self._snaps: dict[tuple[str, str], dict[str, Any]] = {}
+        # (tree, key) of entries `load_tree` dropped: `save_tree` writes them again. Not popped from _nodes,
+        # which would move a rewritten record behind its children (dropping them as orphans on the next
+        # load here) and let `compact(gc=True)` delete a blob that is intact but didn't unpickle here.
+        self._redo: set[tuple[str, str]] = set()
         self._seen: tuple[int, int, int] | None = None  # (manifest ino, journal ino, journal offset)
         self.bad_lines = 0
         self._present: set[str] = set()  # digests known to exist (saves a stat per known node on save)
@@ -359,7 +344,7 @@ class CacheStore:
             elif op in ("node", "root"):
                 self._nodes.setdefault(rec["tree"], {})[rec["key"]] = rec
             elif op == "snap":
-                self._snaps[(rec["tree"], rec["node"])] = rec
+                pass  # a snapshot delta of an older version: no longer kept, its blobs are garbage
             else:
                 self.bad_lines += 1
         except KeyError:
@@ -394,7 +379,7 @@ class CacheStore:
             _, off = self._read_lines(jour, self._seen[2])
             self._seen = (man_ino, jour_ino, off)
             return
-        self._trees, self._nodes, self._snaps, self.bad_lines = {}, {}, {}, 0
+        self._trees, self._nodes, self.bad_lines = {}, {}, 0
         self._read_lines(man, 0)
         ino, off = self._read_lines(jour, 0)
         self._seen = (man_ino, ino or jour_ino, off)
@@ -445,9 +430,10 @@ class CacheStore:
             if tree.key not in self._trees:
                 recs.append({"op": "tree", "tree": tree.key, "task_id": tree.task_id, "digest": tree.initial_digest})
             def need(key: str) -> bool:
-                # new, or known but its blob was dropped as corrupt (by any process): write it again
+                # new, dropped by our load_tree, or its blob was dropped as corrupt (by any process): write it
                 rec = known.get(key)
-                return rec is None or (rec["result"] not in self._present and not self._blob_ok(rec["result"]))
+                return (rec is None or (tree.key, key) in self._redo
+                        or (rec["result"] not in self._present and not self._blob_ok(rec["result"])))
 
             root = tree.root
             if root.result is not None and need(root.key):
@@ -467,6 +453,7 @@ class CacheStore:
             for d in dirs:  # blobs are durable before the records that name them
                 self._fsync_dir(d)
             self._append_locked(recs)
+            self._redo.difference_update((tree.key, r["key"]) for r in recs if "key" in r)
         return len(recs)
 
     def load_tree(self, task_id: str, initial_digest: str, *, readonly: Callable[[str], bool] | None = None,
@@ -479,14 +466,14 @@ class CacheStore:
                 ``PrefixCache.new_tree`` so the tree shares the cache's pool; default `PrefixTree`.
 
         Returns:
-            ``(tree, LoadReport)``. Nodes whose blobs are corrupt are left out with their subtrees.
+            ``(tree, LoadReport)``. Nodes whose results are corrupt or don't unpickle are left out with their
+            subtrees (logged, counted in ``dropped``); this never raises for a bad entry.
         """
         factory = tree_factory or PrefixTree
         tree = factory(task_id, initial_digest, readonly=readonly)
         with self._locked(fcntl.LOCK_SH):
             self._refresh_locked()
             recs = list(self._nodes.get(tree.key, {}).values())
-            snaps = [k for k in self._snaps if k[0] == tree.key]
         by_key = {tree.key: tree.root}
         loaded = sides = dropped = 0
         bad: list[str] = []
@@ -501,12 +488,10 @@ class CacheStore:
                     continue
                 result = decode_result(self.get_blob(rec["result"]))
                 node = tree.record(parent, rec["sig"], result, float(rec["cost_s"]))
-            except CorruptEntryError:
-                dropped += 1
-                bad.append(rec.get("key", ""))
-                continue
-            except (KeyError, TypeError, ValueError, pickle.UnpicklingError, EOFError, AttributeError) as e:
-                log.warning("cache store: dropping undecodable record %s: %s", rec.get("key"), e)
+            except (CorruptEntryError, KeyError, TypeError, ValueError, AttributeError) as e:
+                # a corrupt blob or a result that doesn't unpickle (CorruptEntryError), or a malformed record
+                log.warning("cache store: dropping entry %s %r of task %r (and its subtree): %s",
+                            str(rec.get("key"))[:12], rec.get("sig", "<root>"), task_id, e)
                 dropped += 1
                 bad.append(rec.get("key", ""))
                 continue
@@ -517,105 +502,8 @@ class CacheStore:
                 loaded += 1
         if bad:
             with self._tlock:
-                for k in bad:
-                    self._nodes.get(tree.key, {}).pop(k, None)  # a later save_tree rewrites them
-        on_disk = 0
-        for _, nk in snaps:
-            n = by_key.get(nk)
-            if n is not None:
-                n.on_disk = True
-                on_disk += 1
-        return tree, LoadReport(loaded, sides, dropped, on_disk)
-
-    # -- snapshot deltas -------------------------------------------------------------------------------
-    def put_snapshot(self, tree: PrefixTree, node_key: str, files: Mapping[str, bytes | os.PathLike[str] | str],
-                     meta: Mapping[str, Any] | None = None) -> SnapshotRecord:
-        """Store a node's snapshot delta: ``files`` maps relative names to bytes or paths of files to copy.
-
-        Files are split into ``chunk_bytes`` chunks stored as blobs (an unchanged chunk shared with another
-        delta costs nothing). ``meta`` must be JSON-serialisable (e.g. forkcore's backend, CRIU version).
-        """
-        entries: dict[str, dict[str, Any]] = {}
-        dirs: set[Path] = set()
-        meta = dict(meta or {})
-        json.dumps(meta)  # fail early, before writing anything
-        with self._locked(fcntl.LOCK_EX):
-            for name, src in files.items():
-                _check_relname(name)
-                chunks: list[str] = []
-                size = 0
-                for chunk in self._iter_chunks(src):
-                    chunks.append(self._put_blob_locked(chunk, dirs))
-                    size += len(chunk)
-                entries[name] = {"size": size, "chunks": chunks}
-            for d in dirs:
-                self._fsync_dir(d)
-            if tree.key not in self._trees:
-                self._append_locked([{"op": "tree", "tree": tree.key, "task_id": tree.task_id,
-                                      "digest": tree.initial_digest}])
-            rec = {"op": "snap", "tree": tree.key, "node": node_key, "files": entries, "meta": meta}
-            self._append_locked([rec])
-        return self._snap_record(rec)
-
-    def _iter_chunks(self, src: bytes | os.PathLike[str] | str) -> Iterator[bytes]:
-        cb = self.config.chunk_bytes
-        if isinstance(src, (bytes, bytearray, memoryview)):
-            mv = memoryview(src)
-            for i in range(0, len(mv), cb):
-                yield bytes(mv[i:i + cb])
-            return
-        with open(src, "rb") as f:
-            while chunk := f.read(cb):
-                yield chunk
-
-    @staticmethod
-    def _snap_record(rec: dict[str, Any]) -> SnapshotRecord:
-        return SnapshotRecord(rec["tree"], rec["node"],
-                              {k: (int(v["size"]), tuple(v["chunks"])) for k, v in rec["files"].items()},
-                              rec.get("meta", {}))
-
-    def snapshot_record(self, tree: PrefixTree, node_key: str) -> SnapshotRecord | None:
-        """The on-disk snapshot delta of a node, or None (re-reads the journal once if not known yet)."""
-        with self._tlock:
-            rec = self._snaps.get((tree.key, node_key))
-        if rec is None:
-            self.refresh()
-            with self._tlock:
-                rec = self._snaps.get((tree.key, node_key))
-        return None if rec is None else self._snap_record(rec)
-
-    def get_snapshot(self, tree: PrefixTree, node_key: str, dest: str | os.PathLike[str]) -> SnapshotRecord:
-        """Materialise a node's snapshot delta files under ``dest`` (each verified chunk by chunk).
-
-        Raises:
-            KeyError: no snapshot stored for that node.
-            CorruptEntryError: a chunk is bad; the record is dropped and partial files removed.
-        """
-        rec = self.snapshot_record(tree, node_key)
-        if rec is None:
-            raise KeyError(f"no on-disk snapshot for node {node_key[:12]} of task {tree.task_id!r}")
-        dest = Path(dest)
-        written: list[Path] = []
-        try:
-            for name, (size, chunks) in rec.files.items():
-                out = dest / name
-                out.parent.mkdir(parents=True, exist_ok=True)
-                tmp = out.parent / f".tmp-{secrets.token_hex(6)}"
-                written.append(tmp)
-                with open(tmp, "wb") as f:
-                    for d in chunks:
-                        f.write(self.get_blob(d))
-                    if f.tell() != size:
-                        raise CorruptEntryError(f"snapshot file {name}: {f.tell()} bytes, record says {size}")
-                os.replace(tmp, out)
-                written[-1] = out
-        except CorruptEntryError:
-            for p in written:
-                p.unlink(missing_ok=True)
-            with self._tlock:
-                self._snaps.pop((tree.key, node_key), None)
-            raise
-        return rec
+                self._redo.update((tree.key, k) for k in bad)  # a later save_tree rewrites them
+        return tree, LoadReport(loaded, sides, dropped)
 
     # -- maintenance -----------------------------------------------------------------------------------
     def compact(self, *, gc: bool = False) -> int:
@@ -634,7 +522,6 @@ class CacheStore:
             recs: list[dict[str, Any]] = list(self._trees.values())
             for nodes in self._nodes.values():
                 recs.extend(nodes.values())
-            recs.extend(self._snaps.values())
             self._atomic_write(self.root / "manifest.jsonl", b"".join(_line(r) for r in recs))
             self._atomic_write(self.root / "journal.jsonl", b"")
             self._fsync_dir(self.root)
@@ -646,8 +533,6 @@ class CacheStore:
                 for r in recs:
                     if "result" in r:
                         live.add(r["result"])
-                    for f in r.get("files", {}).values():
-                        live.update(f["chunks"])
                 for d in (self.root / "blobs").glob("*"):
                     for b in d.iterdir():
                         if d.name + b.name not in live and not b.name.startswith(".tmp-"):

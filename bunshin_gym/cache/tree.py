@@ -51,7 +51,7 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from .errors import ClaimStateError, ForeignNodeError, MissExecutionError, SingleFlightTimeout
-from .snapshots import (
+from .retention import (
     SnapshotDecision,
     SnapshotEntry,
     SnapshotHandle,
@@ -133,13 +133,12 @@ class Node:
         result: the `CachedStep` of ``signature`` (``None`` at the root unless set with `set_root_result`).
         cost_s: seconds executing ``signature`` took (what a replay of it costs).
         snapshot: the resident `SnapshotEntry` or ``None``; ``snapshot_handle`` is its handle.
-        on_disk: whether the on-disk store holds a snapshot delta for this node.
         hits: lookups that ended here as a hit; ``visits = hits + 1`` (the recording run).
         key: a sha256 of the path (stable across processes; the store's node id).
     """
 
     __slots__ = ("signature", "parent", "depth", "children", "side", "result", "cost_s", "snapshot",
-                 "on_disk", "hits", "key", "tree", "__weakref__")
+                 "hits", "key", "tree", "__weakref__")
 
     def __init__(self, tree: PrefixTree, parent: Node | None, signature: str | None, result: CachedStep | None,
                  cost_s: float, key: str):
@@ -152,7 +151,6 @@ class Node:
         self.result = result
         self.cost_s = cost_s
         self.snapshot: SnapshotEntry | None = None
-        self.on_disk = False
         self.hits = 0
         self.key = key
 
@@ -199,31 +197,24 @@ class Match:
     remaining: tuple[str, ...]
 
 
-class SnapshotPlan(NamedTuple):
-    """How to materialise a node's state: fork ``ancestor``'s snapshot, then replay ``calls`` in order.
-
-    ``ancestor.snapshot`` is ``None`` only when no node on the path retains a snapshot: then start from a
-    fresh reset of the task's initial state (``ancestor`` is the root) and replay the whole path.
-    """
-
-    ancestor: Node
-    calls: tuple[str, ...]
-
-
 @dataclass(frozen=True)
-class MaterializePlan:
-    """Cheapest way to bring a workspace to a node's state (BunshinRL: replay instead of a slow restore).
+class RestorePlan:
+    """The cheapest way to bring a workspace to a node's state: start from ``ancestor``'s state, then replay
+    ``calls`` (BunshinRL: replaying a few cheap calls often beats restoring a deeper snapshot).
 
     Attributes:
-        source: ``"memory"`` (fork ``ancestor``'s resident snapshot), ``"disk"`` (restore ``ancestor``'s
-            on-disk delta from the `CacheStore`) or ``"reset"`` (fresh reset of the initial state).
-        ancestor: the node restored from (the root for ``"reset"``).
+        source: ``"standby"`` (thaw a frozen clone already restored from ``ancestor``'s state),
+            ``"snapshot"`` (restore ``ancestor``'s retained snapshot) or ``"initial"`` (restore the task's
+            initial snapshot; ``ancestor`` is the root).
+        ancestor: the node started from.
+        handle: ``ancestor``'s retained snapshot handle (``None`` at the root); pinned inside `checkout`.
         calls: stateful signatures to replay after it, in order.
-        est_s: estimated seconds: restore cost + the recorded ``cost_s`` of the calls.
+        est_s: estimated seconds: the start's cost + the recorded ``cost_s`` of the calls.
     """
 
     source: str
     ancestor: Node
+    handle: SnapshotHandle | None
     calls: tuple[str, ...]
     est_s: float
 
@@ -334,8 +325,8 @@ class PrefixTree:
             return m.result
         with tree.acquire_miss(m.node, m.remaining[0]) as claim:   # usually len(m.remaining) == 1
             if claim.leader:
-                with tree.checkout(m.node) as plan:  # pins plan.ancestor's snapshot while forking
-                    ws = fork(plan.ancestor.snapshot_handle) or reset(); replay(ws, plan.calls)
+                with tree.checkout(m.node) as plan:  # pins plan.handle while restoring from it
+                    ws = restore(plan.handle) if plan.handle else restore_initial(); replay(ws, plan.calls)
                 t0 = time.perf_counter(); res = ws.execute(sig); claim.complete(res, time.perf_counter() - t0)
                 if tree.should_snapshot(claim.node).retain: tree.attach_snapshot(claim.node, ws.snapshot())
         return claim.result
@@ -555,41 +546,22 @@ class PrefixTree:
                 n = n.parent
             return total
 
-    def nearest_snapshot(self, node: Node, *, touch: bool = True) -> SnapshotPlan:
-        """Nearest node at or above ``node`` with a resident snapshot, and the calls to replay from it.
-
-        Returns:
-            `SnapshotPlan` ``(ancestor, calls)``; ``calls`` are the stateful signatures from ``ancestor``
-            (exclusive) to ``node`` (inclusive). If no snapshot is resident, ``ancestor`` is the root and its
-            ``snapshot`` is ``None`` (start from a reset). The handle is not pinned: use `checkout` when
-            forking so eviction cannot release it mid-fork.
-        """
-        self._check_node(node)
-        with self._lock:
-            calls: list[str] = []
-            n = node
-            while n.snapshot is None and n.parent is not None:
-                calls.append(n.signature)  # type: ignore[arg-type]
-                n = n.parent
-            if touch and n.snapshot is not None:
-                self.pool.touch(n.snapshot)
-            calls.reverse()
-            return SnapshotPlan(n, tuple(calls))
-
-    def plan(self, node: Node, *, memory_restore_s: float | None = None, disk_restore_s: float | None = None,
-             reset_s: float | None = None) -> MaterializePlan:
-        """Cheapest of: fork a resident snapshot, restore an on-disk one (``node.on_disk``), or reset, each
-        followed by replaying the recorded calls down to ``node``. Replaying a few cheap calls from a resident
-        ancestor often beats reading a deeper snapshot from disk; this compares the estimates.
+    def plan(self, node: Node, *, restore_s: float | None = None, initial_s: float | None = None,
+             standby_s: float = 0.02, has_standby: Callable[[Node], bool] | None = None) -> RestorePlan:
+        """The one restore planner: cheapest of thawing a standby clone (``has_standby(n)``), restoring a
+        retained snapshot, or restoring the initial state, at ``node`` or an ancestor, each followed by
+        replaying the recorded calls down to ``node``. Touches the chosen snapshot (LRU). Use `checkout` to
+        act on the plan: it pins the snapshot so eviction cannot release it mid-restore.
 
         Args:
-            memory_restore_s: cost of forking a resident snapshot (default: the policy's ``restore_s``).
-            disk_restore_s: cost of restoring an on-disk delta (``None``: never use disk).
-            reset_s: cost of a fresh reset of the initial state (default: ``memory_restore_s``).
+            restore_s: cost of restoring a retained snapshot (default: the policy's EWMA ``est_restore_s``).
+            initial_s: cost of restoring the initial state (default: ``restore_s``).
+            standby_s: cost of thawing a standby clone.
+            has_standby: whether a frozen clone of a node's state is ready (the root: of the initial state).
         """
         self._check_node(node)
-        mem_s = self.policy.config.restore_s if memory_restore_s is None else memory_restore_s
-        reset = mem_s if reset_s is None else reset_s
+        mem_s = self.policy.est_restore_s if restore_s is None else restore_s
+        initial = mem_s if initial_s is None else initial_s
         with self._lock:
             best: tuple[float, str, Node] | None = None
 
@@ -601,20 +573,21 @@ class PrefixTree:
             replay = 0.0
             n: Node = node
             while True:
+                retained = n.snapshot is not None or n.parent is None
+                if retained and has_standby is not None and has_standby(n):
+                    consider(standby_s + replay, "standby", n)
                 if n.snapshot is not None:
-                    consider(mem_s + replay, "memory", n)
-                if disk_restore_s is not None and n.on_disk:
-                    consider(disk_restore_s + replay, "disk", n)
+                    consider(mem_s + replay, "snapshot", n)
                 if n.parent is None:
-                    consider(reset + replay, "reset", n)
+                    consider(initial + replay, "initial", n)
                     break
                 replay += n.cost_s
                 n = n.parent
                 if best is not None and replay >= best[0]:
-                    break  # any higher ancestor (or a reset) costs at least this much in replay alone
+                    break  # any higher ancestor costs at least this much in replay alone
             assert best is not None
             est, source, anc = best
-            if source == "memory" and anc.snapshot is not None:
+            if anc.snapshot is not None:
                 self.pool.touch(anc.snapshot)
             calls: list[str] = []
             m = node
@@ -622,33 +595,19 @@ class PrefixTree:
                 calls.append(m.signature)  # type: ignore[arg-type]
                 m = m.parent  # type: ignore[assignment]
             calls.reverse()
-            return MaterializePlan(source, anc, tuple(calls), est)
+            handle = anc.snapshot.handle if anc.snapshot is not None else None
+            return RestorePlan(source, anc, handle, tuple(calls), est)
 
     @contextmanager
-    def checkout(self, node: Node) -> Iterator[SnapshotPlan]:
-        """`nearest_snapshot` with the ancestor's snapshot pinned (not evictable) for the ``with`` body."""
+    def checkout(self, node: Node, **plan_kwargs: Any) -> Iterator[RestorePlan]:
+        """`plan` with the ancestor's snapshot pinned (not evictable) for the ``with`` body."""
         with self._lock:
-            plan = self.nearest_snapshot(node)
+            plan = self.plan(node, **plan_kwargs)
             entry = plan.ancestor.snapshot
             if entry is not None:
                 self.pool.pin(entry)
         try:
             yield plan
-        finally:
-            if entry is not None:
-                release_all(self.pool.unpin(entry))
-
-    @contextmanager
-    def pinned(self, node: Node) -> Iterator[SnapshotHandle | None]:
-        """Pin ``node``'s resident snapshot for the ``with`` body (e.g. the ancestor of a `plan`); yields its
-        handle, or ``None`` if it has none (then there is nothing to fork from: re-plan)."""
-        self._check_node(node)
-        with self._lock:
-            entry = node.snapshot
-            if entry is not None:
-                self.pool.pin(entry)
-        try:
-            yield None if entry is None else entry.handle
         finally:
             if entry is not None:
                 release_all(self.pool.unpin(entry))

@@ -60,7 +60,7 @@ def test_ancestor_stays_while_a_descendant_snapshot_depends_on_it():
     t.attach_snapshot(c, hc)
     assert a.snapshot.dependents == 1
     # make a the LRU entry artificially: touch c only (touching c also refreshes a, its ancestor)
-    t.nearest_snapshot(c)
+    t.plan(c)
     order = [e.handle.name for e in t.pool.entries()]
     assert order.index("a") > order.index("c"), "an ancestor is never older than its descendants"
     # overflow: a must not go before c, because c depends on it
@@ -217,7 +217,8 @@ def test_without_ancestor_closure_a_parent_can_go_before_its_descendant():
     t.attach_snapshot(c, hc)
     t.attach_snapshot(x, Handle(100, "x"))
     assert ha.released == 1 and hc.released == 0 and resident(t) == {"c", "x"}
-    assert t.nearest_snapshot(c) == (c, ()) and t.nearest_snapshot(b) == (t.root, ("a", "b"))
+    assert (t.plan(c, restore_s=0).ancestor, t.plan(c, restore_s=0).calls) == (c, ())
+    assert (t.plan(b).ancestor, t.plan(b).calls) == (t.root, ("a", "b"))
 
 
 def test_invalid_configs_name_the_field():

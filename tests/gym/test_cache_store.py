@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import os
+import importlib
 import signal
 import subprocess
 import sys
@@ -90,7 +90,6 @@ WRITER = textwrap.dedent("""
         # a big-ish observation so a kill often lands inside a blob write
         node = t.record(node, sig, CachedStep({{"path": "/".join(path), "pad": bytes(200_000) + path[-1].encode()}}), 0.01)
         store.save_tree(t)
-        store.put_snapshot(t, node.key, {{"pages.img": bytes([i % 251]) * 300_000 + sig.encode()}}, meta={{"i": i}})
         print(i, flush=True)
         i += 1
         if i % 25 == 0:
@@ -112,12 +111,6 @@ def check_everything_served_is_correct(root: Path) -> int:
             obs = n.result.observation
             assert obs["path"] == "/".join(n.path())
             assert obs["pad"] == bytes(200_000) + n.signature.encode()
-            rec = st.snapshot_record(t, n.key)
-            if rec is not None:
-                out = root.parent / "restore"
-                st.get_snapshot(t, n.key, out)
-                i = rec.meta["i"]
-                assert (out / "pages.img").read_bytes() == bytes([i % 251]) * 300_000 + n.signature.encode()
         return len(t) - 1
 
 
@@ -195,28 +188,87 @@ def test_corrupt_blob_is_detected_dropped_and_never_served(tmp_path):
     assert as_dict(t3) == as_dict(t) and rep3.dropped == 0
 
 
-def test_truncated_blob_and_corrupt_snapshot_chunk_are_refused(tmp_path):
-    from bunshin_gym.cache import CorruptEntryError
+def test_truncated_blob_is_refused(tmp_path):
     root = tmp_path / "s"
     t = PrefixTree("task", "d0")
     n = t.record(t.root, "a", CachedStep("x" * 10000), 1.0)
-    with CacheStore(root, StoreConfig(chunk_bytes=4096)) as st:
+    with CacheStore(root) as st:
         st.save_tree(t)
-        data = os.urandom(10000)
-        rec = st.put_snapshot(t, n.key, {"mem/pages.img": data, "fs.tar": b"layer" * 100}, meta={"backend": "memfile"})
-        st.get_snapshot(t, n.key, tmp_path / "ok")
-        assert (tmp_path / "ok/mem/pages.img").read_bytes() == data and rec.size_bytes == 10500
-        chunk = _blob_of(root, rec.files["mem/pages.img"][1][1])
-        chunk.write_bytes(chunk.read_bytes()[:100])  # truncate
-        with pytest.raises(CorruptEntryError):
-            st.get_snapshot(t, n.key, tmp_path / "bad")
-        assert not (tmp_path / "bad/mem/pages.img").exists()
-        assert st.snapshot_record(t, n.key) is None, "dropped"
         node_blob = _blob_of(root, st._nodes[t.key][n.key]["result"])
     node_blob.write_bytes(node_blob.read_bytes()[:10])
     with CacheStore(root) as st:
         t2, rep = st.load_tree("task", "d0")
     assert len(t2) == 1 and rep.dropped == 1
+
+
+GONE_MODULE = "bunshin_test_gone_module"
+
+
+def test_result_that_no_longer_unpickles_drops_its_node_and_subtree(tmp_path, monkeypatch, caplog):
+    """An upgrade that renames a class must not break loading: the entry is dropped like a corrupt one."""
+    mod_dir = tmp_path / "mods"
+    mod_dir.mkdir()
+    (mod_dir / f"{GONE_MODULE}.py").write_text("class Widget:\n    pass\n")
+    monkeypatch.syspath_prepend(str(mod_dir))
+    widget = __import__(GONE_MODULE).Widget()
+    root = tmp_path / "s"
+    t = PrefixTree("task", "d0")
+    t.set_root_result(CachedStep({"reset": True}))
+    a = t.record(t.root, "a()", CachedStep({"widget": widget}), 1.0)
+    t.record(a, "b()", CachedStep({"path": "a()/b()"}), 1.0)
+    t.record(t.root, "c()", CachedStep({"path": "c()"}), 1.0)
+    with CacheStore(root) as st:
+        st.save_tree(t)
+        a_blob = _blob_of(root, st._nodes[t.key][a.key]["result"])
+    # the module is gone, as after an upgrade that renamed it: unpickling raises ModuleNotFoundError
+    sys.modules.pop(GONE_MODULE)
+    sys.path.remove(str(mod_dir))  # (monkeypatch restores sys.path afterwards)
+    (mod_dir / f"{GONE_MODULE}.py").unlink()
+    importlib.invalidate_caches()
+    with pytest.raises(ModuleNotFoundError):
+        __import__(GONE_MODULE)
+    with CacheStore(root) as st, caplog.at_level("WARNING", logger="bunshin_gym.cache.store"):
+        t2, rep = st.load_tree("task", "d0")
+    assert rep.dropped == 2 and rep.nodes == 1, "a() and, with it, its child b()"
+    assert not t2.lookup(["a()"]).hit and not t2.lookup(["a()", "b()"]).hit
+    assert t2.lookup(["c()"]).hit and t2.root.result.observation == {"reset": True}
+    assert a_blob.exists(), "the blob is intact: only the entry is skipped"
+    assert any(a.key[:12] in r.getMessage() and "ModuleNotFoundError" in r.getMessage() for r in caplog.records)
+    # a later save of a tree holding the node (re-executed with today's classes) writes it again
+    with CacheStore(root) as st:
+        t3, _ = st.load_tree("task", "d0")
+        a3 = t3.record(t3.root, "a()", CachedStep({"widget": "re-executed"}), 1.0)
+        t3.record(a3, "b()", CachedStep({"path": "a()/b()"}), 1.0)
+        assert st.save_tree(t3) >= 1
+        t4, rep4 = st.load_tree("task", "d0")  # same process: the rewritten record keeps its place
+    assert rep4.dropped == 0 and t4.lookup(["a()", "b()"]).hit
+    assert t4.lookup(["a()"]).node.result.observation == {"widget": "re-executed"}
+    with CacheStore(root) as st:
+        t5, rep5 = st.load_tree("task", "d0")
+    assert rep5.dropped == 0 and len(t5) == 4
+
+
+def test_old_snapshot_records_are_skipped_and_their_blobs_collected(tmp_path):
+    """Stores written while the store also kept snapshot deltas (``snap`` records) still load."""
+    from bunshin_gym.cache.store import _line
+    root = tmp_path / "s"
+    t = PrefixTree("task", "d0", readonly=readonly)
+    build_tree(t, 2, 3)
+    with CacheStore(root) as st:
+        st.save_tree(t)
+        n = t.lookup(["click(id=0, d=0)"]).node
+        chunk = st.put_blob(b"page chunk of an old snapshot delta")
+    with open(root / "journal.jsonl", "ab") as f:
+        f.write(_line({"op": "snap", "tree": t.key, "node": n.key, "meta": {"backend": "memfile"},
+                       "files": {"pages.img": {"size": 35, "chunks": [chunk]}}}))
+    with CacheStore(root) as st:
+        t2, rep = st.load_tree("task", "d0", readonly=readonly)
+        assert as_dict(t2) == as_dict(t) and rep.dropped == 0 and st.bad_lines == 0
+        assert st.compact(gc=True) == 1 and not _blob_of(root, chunk).exists()
+    assert b'"snap"' not in (root / "manifest.jsonl").read_bytes()
+    with CacheStore(root) as st:
+        t3, rep3 = st.load_tree("task", "d0", readonly=readonly)
+    assert as_dict(t3) == as_dict(t) and rep3.dropped == 0
 
 
 READER = textwrap.dedent("""

@@ -251,17 +251,18 @@ class Handle:
         self.released += 1
 
 
-def test_nearest_snapshot_returns_ancestor_and_calls_to_replay():
+def test_plan_returns_nearest_retained_ancestor_and_calls_to_replay():
     t = make_tree()
     abc = t.lookup(["a", "b", "c"]).node
-    plan = t.nearest_snapshot(abc)
-    assert plan.ancestor is t.root and plan.ancestor.snapshot is None and plan.calls == ("a", "b", "c")
+    plan = t.plan(abc)
+    assert (plan.source, plan.ancestor, plan.handle, plan.calls) == ("initial", t.root, None, ("a", "b", "c"))
     a = t.lookup(["a"]).node
-    assert t.attach_snapshot(a, Handle(10))
-    anc, calls = t.nearest_snapshot(abc)
-    assert anc is a and calls == ("b", "c")
+    h = Handle(10)
+    assert t.attach_snapshot(a, h)
+    plan = t.plan(abc, restore_s=0.0)
+    assert (plan.source, plan.ancestor, plan.handle, plan.calls) == ("snapshot", a, h, ("b", "c"))
     assert t.replay_cost_s(abc) == pytest.approx(5.0)
-    assert t.nearest_snapshot(a) == (a, ())
+    assert t.plan(a, restore_s=0.0).calls == ()
 
 
 def test_selective_snapshot_policy_prefers_expensive_prefixes():
@@ -293,21 +294,24 @@ def test_policy_weighs_memory_and_visits():
     assert pol.decide(replay_s=5.0, hits=2).retain      # 3 expected visits * 5 s > 10 s
 
 
-def test_plan_prefers_replaying_cheap_calls_over_a_slow_disk_restore():
+def test_plan_prefers_replaying_cheap_calls_and_takes_a_ready_standby():
     t = PrefixTree("task", "d")
     a = t.record(t.root, "a", R("A"), 10.0)
     b = t.record(a, "b", R("B"), 0.2)
     c = t.record(b, "c", R("C"), 0.3)
     t.attach_snapshot(a, Handle(1))
-    c.on_disk = True
-    p = t.plan(c, memory_restore_s=0.5, disk_restore_s=5.0)
-    assert (p.source, p.ancestor, p.calls) == ("memory", a, ("b", "c")) and p.est_s == pytest.approx(1.0)
-    p = t.plan(c, memory_restore_s=0.5, disk_restore_s=0.1)
-    assert (p.source, p.ancestor, p.calls) == ("disk", c, ())
-    p = t.plan(c, memory_restore_s=0.5)  # disk not offered
-    assert p.source == "memory"
+    t.attach_snapshot(c, Handle(1))
+    p = t.plan(c, restore_s=0.5)
+    assert (p.source, p.ancestor, p.calls) == ("snapshot", c, ())
+    t.drop_snapshot(c)
+    p = t.plan(c, restore_s=0.5)
+    assert (p.source, p.ancestor, p.calls) == ("snapshot", a, ("b", "c")) and p.est_s == pytest.approx(1.0)
+    p = t.plan(c, restore_s=0.5, standby_s=0.01, has_standby=lambda n: n is a)
+    assert (p.source, p.ancestor, p.calls) == ("standby", a, ("b", "c")) and p.est_s == pytest.approx(0.51)
+    # a standby of the initial state loses to a retained snapshot when the replay from the root is long
+    p = t.plan(c, restore_s=0.5, has_standby=lambda n: n is t.root)
+    assert p.source == "snapshot"
     t.drop_snapshot(a)
-    p = t.plan(c, reset_s=1.0)
-    assert (p.source, p.ancestor, p.calls, p.est_s) == ("reset", t.root, ("a", "b", "c"), pytest.approx(11.5))
-    with t.pinned(t.root) as h:
-        assert h is None
+    p = t.plan(c, initial_s=1.0)
+    assert (p.source, p.ancestor, p.calls, p.est_s) == ("initial", t.root, ("a", "b", "c"), pytest.approx(11.5))
+    assert t.plan(c, initial_s=1.0, has_standby=lambda n: True).source == "standby"

@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .snapshots import SnapshotPolicy, SnapshotPolicyConfig, SnapshotPool
+from .retention import SnapshotPolicy, SnapshotPolicyConfig, SnapshotPool
 from .tree import PrefixTree
 
 

@@ -73,6 +73,9 @@ class SnapshotPolicyConfig:
     """Expected future visits per observed past visit (past hits predict future hits, TVCache-style)."""
     min_replay_s: float = 0.0
     """Never snapshot when the re-execution cost it would save is below this (cheap prefixes replay)."""
+    retain_all: bool = False
+    """Retain every executed state, whatever it costs (DeltaBox-style checkpoint per step; rollback studies,
+    tests). The byte budget still applies."""
 
 
 def validate_policy_config(cfg: SnapshotPolicyConfig) -> None:
@@ -164,6 +167,8 @@ class SnapshotPolicy:
         visits = c.prior_visits + c.reuse_factor * hits
         benefit = visits * max(0.0, saved)
         cost = self._snapshot_s + self._est_bytes / GIB * c.bytes_cost_s_per_gib
+        if c.retain_all:
+            return SnapshotDecision(True, saved, visits, benefit, cost, "retain_all")
         if replay_s < c.min_replay_s:
             return SnapshotDecision(False, saved, visits, benefit, cost, f"replay {replay_s:.3f}s < min_replay_s")
         retain = benefit > cost
@@ -219,7 +224,7 @@ class SnapshotPool:
       * Invariant (ancestor-closed, when ``ancestor_closed=True``): every resident snapshot's snapshot
         parent at the time it was attached is still resident. Equivalently, a snapshot is evictable only
         when ``dependents == 0`` (no resident snapshot has it as snapshot parent) and ``pins == 0``.
-      * Recency: touching a snapshot (attach, checkout, `nearest_snapshot`) moves it *and all its resident
+      * Recency: touching a snapshot (attach, `PrefixTree.plan`/`checkout`) moves it *and all its resident
         snapshot ancestors* to the most-recent end, so ancestors are never older than their descendants.
       * Eviction: while ``resident_bytes > budget_bytes``, evict the least-recently-used evictable
         snapshot. Evicting a leaf can make its parent evictable, so whole cold branches drain leaf-first.
