@@ -164,6 +164,6 @@ def _plot(rows: list[dict], path: Path) -> None:
 if __name__ == "__main__":
     import sys
 
-    from bunshin_gym.cli import app
+    from benchmarks.cli import app  # the same options as `bunshin bench fork`, without importing the core CLI
 
-    app(["bench", "fork", *sys.argv[1:]])
+    app(["fork", *sys.argv[1:]], prog_name="bunshin bench")
