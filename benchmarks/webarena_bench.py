@@ -3,7 +3,7 @@ memory (PSS) per env at 1/4/8 envs alive.
 
 Bunshin (this process, `gym.make("BunshinWebArena-v0", cache=False)` so every step executes):
   - fresh reset: what a cold start costs, `Workspace.start(adapter.workspace_spec())` (site + executor)
-    + the adapter's warm-up call (Chromium + first page) — what bunshin_gym.snapshots.REGISTRY.base does
+    + the adapter's warm-up call (Chromium + first page) — what bunshin_gym.task_snapshots.TaskSnapshots.base does
     before its snapshot, timed directly, `cold_resets` times;
   - fork reset: `env.reset()` after the first, i.e. a fork of the task snapshot (info["bunshin"]["reset_s"]);
   - step latency per action type (click, type, press, scroll, goto, go_back, select_option, stop): the
@@ -124,7 +124,7 @@ def measure_bunshin(a: Args) -> dict:
     res: dict = {"backend": a.backend, "cold_start_s": [], "cold_warmup_s": [], "fresh_reset_s": [],
                  "fork_reset_s": [], "fork_reset_wall_s": [], "step_s": {}, "errors": [], "rewards": {}, "pss": []}
     adapter = WebArenaAdapter()
-    # fresh (cold): a workspace from nothing, as REGISTRY.base builds it
+    # fresh (cold): a workspace from nothing, as TaskSnapshots.base builds it
     for _ in range(a.cold_resets):
         t0 = time.perf_counter()
         ws = Workspace.start(adapter.workspace_spec())

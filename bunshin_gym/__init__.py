@@ -1,6 +1,6 @@
-"""bunshin_gym: the Gymnasium layer — BunshinEnv, env registration, the CLI (and, next, the prefix cache,
-speculation and the fork-first vector env). Imports forkcore, never a concrete env: envs are registered by
-entry-point strings.
+"""bunshin_gym: the Gymnasium layer — BunshinEnv, env registration, the prefix cache, speculation, the
+fork-first vector env and the core CLI (docs/DESIGN.md). Imports forkcore, never a concrete env: envs are
+registered by entry-point strings.
 """
 import functools
 

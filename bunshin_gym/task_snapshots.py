@@ -1,4 +1,4 @@
-"""Process-wide initial snapshots: one base snapshot per env workspace, one task snapshot per task.
+"""Initial snapshots: one base snapshot per env workspace, one task snapshot per task (held by the Runtime).
 
 Building a workspace cold (start services, launch a browser) takes seconds; forking a snapshot takes a
 fraction of that. The first reset of a task builds: base workspace → warm-up call → base snapshot; fork →
@@ -10,7 +10,6 @@ reset builds new ones, under a new prefix-tree identity. Released at interpreter
 """
 from __future__ import annotations
 
-import atexit
 import hashlib
 import threading
 import time
@@ -30,7 +29,9 @@ class TaskSnapshot:
     initial_digest: str  #: task + workspace spec + adapter settings + layers + host versions: the tree's identity
 
 
-class SnapshotRegistry:
+class TaskSnapshots:
+    """Builds each base and task snapshot once (thread-safe: concurrent first resets build it once)."""
+
     def __init__(self) -> None:
         self._base: dict[str, Snapshot] = {}
         self._tasks: dict[tuple[str, str, str], TaskSnapshot] = {}
@@ -74,6 +75,15 @@ class SnapshotRegistry:
                 self._tasks[key] = TaskSnapshot(snap, raw, time.monotonic() - t0, digest)
             return self._tasks[key]
 
+    def discard(self, ts: TaskSnapshot) -> None:
+        """Forget a task snapshot that failed to restore, so the next reset of the task builds a new one."""
+        with self._guard:
+            keys = [k for k, v in self._tasks.items() if v is ts]
+            for k in keys:
+                del self._tasks[k]
+        if keys:
+            ts.snapshot.release()
+
     def release_all(self) -> None:
         for ts in self._tasks.values():
             ts.snapshot.release()
@@ -82,6 +92,3 @@ class SnapshotRegistry:
         self._tasks.clear()
         self._base.clear()
 
-
-REGISTRY = SnapshotRegistry()
-atexit.register(REGISTRY.release_all)

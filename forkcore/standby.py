@@ -5,9 +5,12 @@ Restoring a clone takes a CRIU restore (0.1–1 s); thawing a frozen one takes m
 """
 from __future__ import annotations
 
+import logging
 import threading
 
 from .workspace import Snapshot, Workspace
+
+log = logging.getLogger("forkcore")
 
 
 class StandbyPool:
@@ -17,7 +20,8 @@ class StandbyPool:
         snapshot: the state to roll back to; the pool holds a reference until `close()`.
         size: clones kept frozen.
         backend: memory backend for the clones (see Snapshot.fork).
-        refill_in_background: refill after `take()` on a thread, so the next rollback is fast too.
+        refill_in_background: fill (at construction too) and refill after `take()` on a thread, so the
+            caller never waits for a restore it did not ask for.
     """
 
     def __init__(self, snapshot: Snapshot, size: int = 1, backend: str = "auto",
@@ -30,36 +34,61 @@ class StandbyPool:
         self._lock = threading.Lock()
         self._refill_thread: threading.Thread | None = None
         self._closed = False
-        self.fill()
+        self.last_error: Exception | None = None
+        self._refill()
 
     def fill(self) -> None:
+        """Restore and freeze clones until `size` are ready (a failed restore is kept in `last_error`)."""
         while True:
             with self._lock:
                 if self._closed or len(self._frozen) >= self.size:
                     return
-            clone = self.snapshot.fork(1, backend=self.backend)[0]
-            clone.freeze()
+            try:
+                clone = self.snapshot.fork(1, backend=self.backend)[0]
+                clone.freeze()
+            except Exception as e:  # noqa: BLE001 - a standby is only a shortcut; take() falls back to a restore
+                self.last_error = e
+                log.warning("standby clone of snapshot %s failed: %s", self.snapshot.id, e)
+                return
             with self._lock:
                 if self._closed:
                     clone.destroy()
                     return
                 self._frozen.append(clone)
 
-    def take(self) -> Workspace:
-        """A running clone in the snapshot's state (thawed from the pool, or restored if it is empty)."""
+    def _refill(self) -> None:
+        if not self._bg:
+            self.fill()
+            return
+        with self._lock:
+            if self._closed or (self._refill_thread is not None and self._refill_thread.is_alive()):
+                return
+            self._refill_thread = threading.Thread(target=self.fill, name="standby-refill", daemon=True)
+            self._refill_thread.start()
+
+    @property
+    def ready(self) -> int:
+        """Frozen clones ready to be taken now."""
+        with self._lock:
+            return len(self._frozen)
+
+    def take_ready(self) -> Workspace | None:
+        """A thawed standby clone if one is ready (then a refill starts), else None."""
         with self._lock:
             clone = self._frozen.pop() if self._frozen else None
-        if clone is None:
-            clone = self.snapshot.fork(1, backend=self.backend)[0]
-        else:
-            clone.thaw()
-        if self._bg:
-            if self._refill_thread is None or not self._refill_thread.is_alive():
-                self._refill_thread = threading.Thread(target=self.fill, name="standby-refill", daemon=True)
-                self._refill_thread.start()
-        else:
-            self.fill()
+        if clone is not None:
+            try:
+                clone.thaw()
+            except Exception:  # noqa: BLE001 - died while frozen: discard it, the caller restores instead
+                clone.destroy()
+                clone = None
+        self._refill()
         return clone
+
+    def take(self) -> Workspace:
+        """A running clone in the snapshot's state (thawed from the pool, or restored if none is ready)."""
+        clone = self.take_ready()
+        return clone if clone is not None else self.snapshot.fork(1, backend=self.backend)[0]
 
     def rollback(self, ws: Workspace) -> Workspace:
         """Destroy `ws` and return a clone of the pool's snapshot in its place."""
@@ -70,8 +99,9 @@ class StandbyPool:
         with self._lock:
             self._closed = True
             frozen, self._frozen = self._frozen, []
-        if self._refill_thread is not None:
-            self._refill_thread.join(timeout=120)
+            thread = self._refill_thread
+        if thread is not None:
+            thread.join(timeout=120)
         for c in frozen:
             c.destroy()
         self.snapshot.release()

@@ -8,6 +8,7 @@ memory is the job of a memory backend (backends.py).
 """
 from __future__ import annotations
 
+import concurrent.futures
 import ctypes
 import json
 import logging
@@ -514,7 +515,8 @@ class Snapshot:
                 self.parent.release()
 
     def fork(self, n: int = 1, backend: str = "auto") -> list[Workspace]:
-        """Restore n live clones, each with fresh namespaces, its own upper dir and executor connection.
+        """Restore n live clones, each with fresh namespaces, its own upper dir and executor connection
+        (restored in parallel, up to the number of CPUs).
 
         Args:
             n: number of clones (>= 1).
@@ -539,14 +541,19 @@ class Snapshot:
         self.verify()
         with self._prepare_lock:  # concurrent forks of one snapshot prepare it once
             images = impl.prepare(self)
-        clones: list[Workspace] = []
-        try:
-            for _ in range(n):
-                clones.append(self._restore_one(impl, images))
-        except BaseException:
+        if n == 1:
+            return [self._restore_one(impl, images)]
+        # Restores of one image set are independent CRIU processes: run them side by side, up to the cores.
+        with concurrent.futures.ThreadPoolExecutor(max_workers=min(n, os.cpu_count() or 1),
+                                                   thread_name_prefix="forkcore-restore") as pool:
+            futures = [pool.submit(self._restore_one, impl, images) for _ in range(n)]
+            concurrent.futures.wait(futures)
+        clones = [f.result() for f in futures if f.exception() is None]
+        failed = [f.exception() for f in futures if f.exception() is not None]
+        if failed:
             for c in clones:
                 c.destroy()
-            raise
+            raise failed[0]
         return clones
 
     def _restore_one(self, impl, images: Path) -> Workspace:

@@ -1,6 +1,6 @@
 """Speculative tool execution support: recorded trajectories (format + I/O), the Spec Tool Selector that
-predicts the next call(s), and tail-aware selection of which samples/calls to speculate for. Pure Python:
-running predicted calls in forked workspaces is the env's job.
+predicts the next call(s), tail-aware selection of which samples/calls to speculate for, and the chain
+bookkeeping. Pure Python: running predicted calls on the live workspace is bunshin_gym/speculator.py's job.
 """
 
 from .chain import ChainOutcome, SpeculationStats, SpeculativeChain

@@ -1,8 +1,8 @@
-"""Bookkeeping of one speculative chain (BunshinRL §3.3): K predicted calls run ahead in a forked
+"""Bookkeeping of one speculative chain (BunshinRL §3.3): K predicted calls run ahead on the episode's live
 workspace; each actual call is compared with the next predicted one; the first mismatch aborts the chain.
 
-Owns: the match/abort state machine and its counters. Does not own: forking, executing or discarding the
-speculative workspace (the env does that on the outcome this returns).
+Owns: the match/abort state machine and its counters. Does not own: executing the calls or discarding the
+speculative workspace (bunshin_gym/speculator.py does that on the outcome this returns).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ class ChainOutcome(enum.Enum):
     MATCH = "match"
     """The actual call is the next predicted one: adopt its speculative result and state."""
     MISMATCH = "mismatch"
-    """It differs: abort the chain, discard the fork, execute from the last adopted state."""
+    """It differs: abort the chain, discard its workspace, execute from the last adopted state."""
     EXHAUSTED = "exhausted"
     """The chain was already fully consumed or aborted: execute normally (maybe start a new chain)."""
 

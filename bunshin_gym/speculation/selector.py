@@ -216,7 +216,7 @@ class SpecToolSelector:
 
         sel = SpecToolSelector().fit(read_trajectories("runs/it3/trajectories.jsonl"))
         chain = sel.predict_chain(history, n_calls=3, task_id=task, min_chain_prob=0.3)
-        # speculate chain[0].signature, chain[1].signature, ... in a forked workspace
+        # speculate chain[0].signature, chain[1].signature, ... on the live workspace (bunshin_gym.speculator)
         sel.save("runs/it3/selector.pkl"); sel = SpecToolSelector.load("runs/it3/selector.pkl")
     """
 

@@ -163,6 +163,24 @@ def test_standby_rollback_restores_the_snapshot_state(snapshot):
         ws.destroy()
 
 
+def test_standby_pool_fills_in_the_background_and_hands_out_thawed_clones(snapshot):
+    from forkcore.standby import StandbyPool
+
+    with StandbyPool(snapshot, size=2, backend="private") as pool:
+        assert pool.ready < 2, "the constructor does not wait for the restores"
+        deadline = time.monotonic() + 120
+        while pool.ready < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert pool.ready == 2, pool.last_error
+        a, b = pool.take_ready(), pool.take_ready()
+        try:
+            a.call("probe.counter", inc=True)
+            assert (a.call("probe.counter"), b.call("probe.counter")) == (3, 2), "thawed clones are isolated"
+        finally:
+            a.destroy()
+            b.destroy()
+
+
 def test_bad_input_raises_typed_errors(source, snapshot, tmp_path):
     with pytest.raises(ValueError, match="n must be"):
         snapshot.fork(0)

@@ -1,0 +1,229 @@
+"""Episode: one task attempt of a Bunshin env — its position in the task's prefix tree and the step cache.
+
+A step is looked up in the tree by the whole action history (hit: the recorded result, nothing runs);
+a miss claims the call (single flight across envs), materialises the live workspace at the parent state
+through the `Restorer`, executes, and records the result. The episode also evaluates (terminal steps and
+truncation), retains states the snapshot policy picks, starts speculation and forks itself.
+
+Failures (BunshinRL's "a cache hit must mean the same thing as executing"): nothing that failed is ever
+recorded or left in the history. A handler error or a timed-out / unreachable executor comes back as
+`last_action_error` and the episode goes on from the state before the call (its workspace, which may be
+mid-call, is discarded); a restore that cannot be made raises `StepFailed`, after which only reset() works.
+"""
+from __future__ import annotations
+
+import copy
+import logging
+import time
+import gymnasium as gym
+
+from forkcore import ExecutorError, ExecutorUnreachable, ForkcoreError, RestoreFailed, SnapshotError, Workspace
+
+from .adapter import EnvAdapter, Task
+from .cache import CachedStep, CacheError, CacheStore, MissExecutionError, Node, PrefixTree
+from .restorer import Restorer
+from .runtime import Runtime
+from .speculator import Speculator
+from .task_snapshots import TaskSnapshot
+
+log = logging.getLogger("bunshin_gym")
+
+
+class StepFailed(gym.error.ResetNeeded):
+    """The episode's workspace could not be restored; the tree is unchanged. Call reset()."""
+
+
+class EvaluationUnavailable(RuntimeError):
+    """The evaluator could not run (executor unreachable, timed out): no reward may be recorded for it."""
+
+
+class Episode:
+    """One episode of a task (made by `BunshinEnv.reset`, cloned by `fork`).
+
+    Args:
+        runtime, adapter: the process's runtime and the env's adapter.
+        task, task_snapshot: the task and its initial snapshot.
+        tree, store: the task's prefix tree and its on-disk store (or None).
+        speculator: the env's speculator (it outlives episodes; `close()` stops its chain).
+        backend, call_timeout_s: forkcore backend of every restore; RPC timeout of every call.
+        retain: whether this episode may retain snapshots in the tree (cache=True envs).
+    """
+
+    def __init__(self, runtime: Runtime, adapter: EnvAdapter, task: Task, task_snapshot: TaskSnapshot,
+                 tree: PrefixTree, store: CacheStore | None, speculator: Speculator, backend: str,
+                 call_timeout_s: float, retain: bool, initial_observation: dict) -> None:
+        self.runtime, self.adapter, self.task, self.task_snapshot = runtime, adapter, task, task_snapshot
+        self.tree, self.store, self.speculator = tree, store, speculator
+        self.backend, self.call_timeout_s, self.retain = backend, call_timeout_s, retain
+        self.restorer = Restorer(runtime, tree, task_snapshot, adapter, backend, call_timeout_s)
+        self.node: Node = tree.root
+        self.history: list[str] = []
+        self.elapsed_steps = 0
+        self.done = False
+        self.last_obs: dict = initial_observation
+        self.broken: str | None = None  # why the episode cannot go on (StepFailed)
+
+    # ---- the step cache ------------------------------------------------------------------------------
+    def step(self, signature: str, diag: dict) -> CachedStep:
+        """The step's result: from the tree, or executed and recorded (see the module docstring)."""
+        history = self.history + [signature]
+        tree = self.tree
+        self.speculator.on_action(signature, lambda: tree.lookup(history, count=False).hit, diag)
+        match = tree.lookup(history)
+        if match.hit:
+            self.history, self.node = history, match.node
+            diag["cache"] = "hit"
+            return match.result
+        node = match.node
+        step: CachedStep | None = None
+        try:
+            for sig in match.remaining:  # normally one call: this step
+                with tree.acquire_miss(node, sig, timeout=self.call_timeout_s + 60) as claim:
+                    if claim.leader:
+                        self._live(node, diag)
+                        t0 = time.monotonic()
+                        step = self.execute(self.restorer.workspace, sig)
+                        node = claim.complete(step, time.monotonic() - t0)
+                        self.restorer.node = node
+                        diag["cache"] = "miss"
+                    else:
+                        node, step = claim.node, claim.result
+                        diag["cache"] = "waited"
+        except (ForkcoreError, CacheError, EvaluationUnavailable) as e:
+            # A handler raised, the executor timed out or died, or the env we waited on failed: nothing is
+            # recorded and the workspace (maybe mid-call) is discarded; the episode stays where it was.
+            cause = e.__cause__ if isinstance(e, MissExecutionError) and e.__cause__ else e
+            msg = f"{getattr(cause, 'remote_type', type(cause).__name__)}: {cause}"
+            self.restorer.drop()
+            self.node = node
+            diag["cache"] = "error"
+            return CachedStep(self.with_error(msg), 0.0, False, False, {"last_action_error": msg})
+        self.history, self.node = history, node
+        return step
+
+    def execute(self, ws: Workspace, signature: str) -> CachedStep:
+        """Run one action on `ws` (and evaluate it if it ends the episode). Raises ExecutorError if the
+        handler raised, ExecutorUnreachable on a timeout, EvaluationUnavailable: nothing to record."""
+        method, params = self.adapter.step_call(signature)
+        result = self.adapter.decode(ws.call(method, timeout=self.call_timeout_s, **params), self.task)
+        reward = self.evaluate(result.answer, ws) if result.done else 0.0
+        return CachedStep(result.observation, reward, result.done, False, {"last_action_error": result.last_action_error})
+
+    def evaluate(self, answer: str | None, ws: Workspace) -> float:
+        """The task's evaluation of the end state on `ws`. An evaluator that raised judged the state (a task
+        failed: 0, recorded); one that could not run raises EvaluationUnavailable (never recorded)."""
+        method, params = self.adapter.evaluate_call(answer)
+        try:
+            return float(ws.call(method, timeout=self.call_timeout_s, **params)["reward"])
+        except ExecutorError as e:  # the end state cannot be judged (e.g. every tab closed): a failed task
+            log.warning("evaluation of task %s failed, reward 0: %s", self.task.id, e)
+            return 0.0
+        except ForkcoreError as e:
+            raise EvaluationUnavailable(f"the evaluator of task {self.task.id} could not run: {e}") from e
+
+    def truncation_reward(self, diag: dict) -> float:
+        """Evaluation of an empty answer at the current state (memoised per tree node when it ran)."""
+        key = (self.tree.key, self.node.key)
+        memo = self.runtime.truncation_rewards
+        if self.retain and key in memo:
+            return memo[key]
+        try:
+            reward = self.evaluate("", self._live(self.node, diag))
+        except (EvaluationUnavailable, ExecutorError, ExecutorUnreachable) as e:  # StepFailed propagates
+            self.restorer.drop()  # its executor may still be busy with the call that timed out
+            diag["evaluation_error"] = str(e)
+            log.warning("%s; truncated with reward 0 (not memoised)", e)
+            return 0.0
+        if self.retain:
+            memo[key] = reward
+        return reward
+
+    # ---- the live workspace --------------------------------------------------------------------------
+    def _live(self, node: Node, diag: dict | None = None) -> Workspace:
+        """The live workspace in `node`'s state: the finished speculative chain's if it holds it, else
+        materialised by the restorer (which first waits for a background snapshot of the live state)."""
+        self.restorer.wait_background()
+        if not (self.restorer.workspace is not None and self.restorer.node is node):
+            ws = self.speculator.take_workspace(node)
+            if ws is not None:
+                self.restorer.adopt(ws, node)
+            else:
+                self.speculator.stop()  # its workspace is not this state: the restorer starts afresh
+                diag_ = diag if diag is not None else {}
+                try:
+                    diag_["replayed_calls"] = self.restorer.materialise(node, diag_)
+                except (RestoreFailed, SnapshotError) as e:
+                    # Only the initial snapshot gets here (a failed retained one is dropped and planned
+                    # around): forget it, so the next reset builds the task snapshot again.
+                    self.runtime.standby.discard(self.task_snapshot.snapshot)
+                    self.runtime.task_snapshots.discard(self.task_snapshot)
+                    self.broken = f"restoring the task's initial snapshot failed: {type(e).__name__}: {e}"
+                    raise StepFailed(f"{self.broken}\nNothing was recorded; call reset() to start a new "
+                                     f"episode.") from e
+        return self.restorer.workspace
+
+    def live_workspace(self) -> Workspace:
+        if self.broken:
+            raise StepFailed(self.broken)
+        return self._live(self.node)
+
+    def after_miss(self, step: CachedStep, selector_ready: bool, diag: dict) -> None:
+        """Behind the policy's think time: retain the new state if the policy says so, then speculate."""
+        ws_node = self.restorer.node
+        want_snapshot = (self.retain and not step.terminated and ws_node is not None
+                         and self.tree.should_snapshot(ws_node).retain)
+        diag["snapshot_scheduled"] = want_snapshot
+        started = False
+        if selector_ready and ws_node is not None:
+            replay_s = 0.0 if want_snapshot else self.tree.replay_cost_s(ws_node)
+            started = self.speculator.start(
+                self.tree, self.task.id, self.history, ws_node, self.restorer.lend, self.execute,
+                self.adapter_readonly, replay_s, diag,
+                before=self.restorer.snapshot_into_tree if want_snapshot else None)
+        if want_snapshot and not started:
+            self.restorer.snapshot_in_background()
+
+    def adapter_readonly(self, signature: str) -> bool:
+        try:
+            return self.adapter.is_read_only(signature)
+        except Exception:  # noqa: BLE001 - an unparsable signature is never read-only
+            return False
+
+    # ---- fork and end --------------------------------------------------------------------------------
+    def fork(self, n: int, speculators: list[Speculator]) -> list["Episode"]:
+        """n episodes in this one's exact state (live workspace, tree position, steps, history)."""
+        if self.broken:
+            raise StepFailed(self.broken)
+        clones = self.restorer.fork(self.node, n) if self._live(self.node) is not None else []
+        out = []
+        for ws, spec in zip(clones, speculators):
+            e = Episode(self.runtime, self.adapter, self.task, self.task_snapshot, self.tree, self.store, spec,
+                        self.backend, self.call_timeout_s, self.retain, copy.deepcopy(self.last_obs))
+            e.history, e.node, e.elapsed_steps, e.done = list(self.history), self.node, self.elapsed_steps, self.done
+            e.restorer.adopt(ws, self.node)
+            out.append(e)
+        return out
+
+    def with_error(self, message: str) -> dict:
+        obs = copy.deepcopy(self.last_obs)
+        if "last_action_error" in obs:
+            obs["last_action_error"] = message
+        return obs
+
+    def persist(self) -> None:
+        """Write the tree's new steps to the on-disk store (a full disk loses persistence, not the episode)."""
+        if self.store is not None:
+            try:
+                self.store.save_tree(self.tree)
+            except OSError as e:
+                log.warning("cache store: saving task %s failed, continuing in memory: %s", self.tree.task_id, e)
+
+    def close(self) -> None:
+        """Stop speculation (joined: nothing lands in the tree after), drop the workspace."""
+        self.speculator.stop()
+        self.restorer.drop()
+
+    @property
+    def workspace(self) -> Workspace | None:
+        return self.restorer.workspace
+

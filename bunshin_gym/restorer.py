@@ -1,0 +1,175 @@
+"""Restorer: the one owner of an episode's live workspace and the only code that restores one.
+
+It turns a prefix-tree node into a live workspace holding that node's state (`materialise`: the tree's
+restore plan — thaw a standby clone, restore a retained snapshot or the task's initial one — then replay
+the recorded calls), retains the live state as a snapshot in the background (`snapshot_in_background`),
+lends the workspace to the speculator and takes it back (`lend`/`adopt`), and forks it (`fork`).
+
+Hand-off rule: whoever touches the live workspace first calls `wait_background()` (every method here
+does); a lent workspace belongs to the borrower until it is adopted back or destroyed.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from forkcore import RestoreFailed, SnapshotError, Workspace
+
+from .adapter import EnvAdapter
+from .cache import Node, PrefixTree
+from .runtime import Runtime, TreeSnapshot
+
+if TYPE_CHECKING:
+    from .task_snapshots import TaskSnapshot
+
+log = logging.getLogger("bunshin_gym")
+
+
+class Restorer:
+    """Live workspace of one episode (see the module docstring).
+
+    Args:
+        runtime: the process's runtime (standby pools).
+        tree: the task's prefix tree.
+        task_snapshot: the task's initial snapshot (what the tree's root is).
+        adapter: the env's adapter (the executor call of a signature, the fields replay must reproduce).
+        backend: forkcore memory backend for every restore.
+        call_timeout_s: RPC timeout of each replayed call.
+    """
+
+    def __init__(self, runtime: Runtime, tree: PrefixTree, task_snapshot: "TaskSnapshot", adapter: EnvAdapter,
+                 backend: str, call_timeout_s: float) -> None:
+        self.runtime, self.tree, self.task_snapshot = runtime, tree, task_snapshot
+        self.adapter, self.backend, self.call_timeout_s = adapter, backend, call_timeout_s
+        self.workspace: Workspace | None = None
+        self.node: Node | None = None  #: the node whose state the live workspace holds
+        self._bg: threading.Thread | None = None
+        self._standby_s = 0.02  # EWMA of a thaw + first answer
+        self.stats = {"standby": 0, "snapshot": 0, "initial": 0, "replayed_calls": 0, "dropped_snapshots": 0}
+
+    # ---- restore -------------------------------------------------------------------------------------
+    def _has_standby(self, node: Node) -> bool:
+        snap = self._snapshot_at(node)
+        return snap is not None and self.runtime.standby.ready(snap, self.backend)
+
+    def _snapshot_at(self, node: Node):
+        if node.parent is None:
+            return self.task_snapshot.snapshot
+        handle = node.snapshot_handle
+        return handle.snapshot if isinstance(handle, TreeSnapshot) else None
+
+    def materialise(self, node: Node, diag: dict | None = None) -> int:
+        """Make the live workspace hold `node`'s state; returns how many calls were replayed.
+
+        Raises what the restore or a replayed call raises (RestoreFailed, SnapshotError, ExecutorUnreachable,
+        ExecutorError); then there is no live workspace.
+        """
+        self.wait_background()
+        if self.workspace is not None and self.node is node:
+            return 0
+        self.drop()
+        t0 = time.monotonic()
+        while True:
+            with self.tree.checkout(node, standby_s=self._standby_s, has_standby=self._has_standby) as plan:
+                source = plan.source
+                snap = self._snapshot_at(plan.ancestor)
+                ws = self.runtime.standby.take(snap, self.backend) if source == "standby" else None
+                if ws is None:
+                    source = "snapshot" if plan.ancestor.parent is not None else "initial"
+                    try:
+                        ws = snap.fork(1, backend=self.backend)[0]
+                    except (RestoreFailed, SnapshotError) as e:
+                        if source == "initial":
+                            raise
+                        # A corrupt or unrestorable retained snapshot is only a lost shortcut: drop it (and
+                        # those depending on it) and plan again from what is left, down to the initial state.
+                        log.warning("retained snapshot at depth %d of task %s failed to restore, dropped: %s",
+                                    plan.ancestor.depth, self.tree.task_id, e)
+                        self.stats["dropped_snapshots"] += 1
+                        failed = plan.ancestor
+                    else:
+                        self.tree.policy.observe_timing(restore_s=time.monotonic() - t0)
+                        self._note_restore(plan.ancestor, snap)
+                        break
+                else:
+                    self._standby_s = 0.8 * self._standby_s + 0.2 * (time.monotonic() - t0)
+                    break
+            self.tree.drop_snapshot(failed)
+        self.stats[source] += 1
+        try:
+            self._replay(ws, plan.calls)
+        except BaseException:
+            ws.destroy()
+            raise
+        self.workspace, self.node = ws, node
+        if diag is not None:
+            diag["restore"] = {"source": source, "replayed": len(plan.calls), "s": round(time.monotonic() - t0, 4)}
+        return len(plan.calls)
+
+    def _note_restore(self, ancestor: Node, snap) -> None:
+        """A retained snapshot restored from twice is a divergence point: keep standby clones of it."""
+        handle = ancestor.snapshot_handle
+        if isinstance(handle, TreeSnapshot):
+            handle.restores += 1
+            if handle.restores >= 2:
+                self.runtime.standby.ensure(snap, self.backend)
+
+    def _replay(self, ws: Workspace, calls: tuple[str, ...]) -> None:
+        for sig in calls:
+            method, params = self.adapter.step_call(sig)
+            ws.call(method, timeout=self.call_timeout_s, **params)
+            self.stats["replayed_calls"] += 1
+
+    def ensure_initial_standby(self) -> None:
+        self.runtime.standby.ensure(self.task_snapshot.snapshot, self.backend)
+
+    # ---- snapshots in the background ---------------------------------------------------------------
+    def snapshot_into_tree(self, ws: Workspace, node: Node) -> None:
+        """Dump `ws` (holding `node`'s state) and retain it in the tree (a failure only loses a shortcut)."""
+        try:
+            t0 = time.monotonic()
+            snap = ws.snapshot()
+            self.tree.attach_snapshot(node, TreeSnapshot(snap, self.runtime.standby), time.monotonic() - t0)
+        except Exception as e:  # noqa: BLE001 - logged; the state can still be re-materialised by replay
+            log.warning("snapshot of task %s at depth %d failed: %s", self.tree.task_id, node.depth, e)
+
+    def snapshot_in_background(self) -> None:
+        """Retain the live state as a snapshot on a thread, while the policy thinks."""
+        self.wait_background()
+        ws, node = self.workspace, self.node
+        if ws is not None and node is not None:
+            self._bg = threading.Thread(target=self.snapshot_into_tree, args=(ws, node), name="bunshin-snapshot",
+                                        daemon=True)
+            self._bg.start()
+
+    def wait_background(self) -> None:
+        if self._bg is not None:
+            self._bg.join()
+            self._bg = None
+
+    # ---- hand-off ----------------------------------------------------------------------------------
+    def lend(self) -> tuple[Workspace | None, Node | None]:
+        """Hand the live workspace (and the node it holds) to a borrower; the restorer has none after."""
+        self.wait_background()
+        out = (self.workspace, self.node)
+        self.workspace, self.node = None, None
+        return out
+
+    def adopt(self, ws: Workspace, node: Node) -> None:
+        """Take a workspace holding `node`'s state as the live one (a speculative chain's, or a clone's)."""
+        self.drop()
+        self.workspace, self.node = ws, node
+
+    def fork(self, node: Node, n: int) -> list[Workspace]:
+        """n clones of the live workspace in `node`'s state: one dump, then restores in parallel."""
+        self.materialise(node)
+        return self.workspace.fork(n, backend=self.backend)
+
+    def drop(self) -> None:
+        self.wait_background()
+        if self.workspace is not None:
+            self.workspace.destroy()
+        self.workspace, self.node = None, None
+

@@ -1,0 +1,224 @@
+"""The state every Bunshin env of a process shares: the prefix cache (one tree per task), the on-disk stores,
+the task snapshots, the standby pools and the truncation memo. One `Runtime` per process (`runtime()`).
+
+A child process (e.g. a worker of Gymnasium's AsyncVectorEnv) gets a fresh runtime: it must never take a
+frozen clone or release a snapshot its parent owns.
+"""
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import threading
+from collections import OrderedDict
+from typing import Callable
+
+from forkcore import Snapshot, Workspace
+from forkcore.standby import StandbyPool
+
+from .cache import CacheConfig, CacheStore, PrefixCache, PrefixTree
+from .task_snapshots import TaskSnapshots
+
+log = logging.getLogger("bunshin_gym")
+
+
+def _env_mb(name: str, default: int) -> int:
+    raw = os.environ.get(name, str(default))
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"${name}={raw!r}: expected an integer number of MiB") from None
+    if value < 0:
+        raise ValueError(f"${name}={raw!r}: expected MiB >= 0")
+    return value << 20
+
+
+class StandbyPools:
+    """Frozen, already-restored clones of hot snapshots (DeltaBox rollback), within a memory budget.
+
+    A pool is asked for (`ensure`) for a task's initial snapshot at its first reset and for a retained
+    snapshot once a second restore came from it; it fills in the background. `take` thaws a ready clone or
+    answers None (the caller restores as usual). A clone is priced at its snapshot's dump size (what a
+    private restore makes resident); when the budget is full the least recently used pool is closed.
+
+    Args:
+        budget_bytes: memory all frozen clones may use ($BUNSHIN_STANDBY_BUDGET_MB, default 2048; 0: off).
+        per_snapshot: frozen clones kept per snapshot ($BUNSHIN_STANDBY_PER_SNAPSHOT, default 2).
+    """
+
+    def __init__(self, budget_bytes: int, per_snapshot: int) -> None:
+        if per_snapshot < 0:
+            raise ValueError(f"per_snapshot={per_snapshot}: expected >= 0")
+        self.budget_bytes, self.per_snapshot = budget_bytes, per_snapshot
+        self._pools: OrderedDict[tuple[str, str], tuple[StandbyPool, int]] = OrderedDict()  # -> (pool, bytes)
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def ensure(self, snapshot: Snapshot, backend: str) -> None:
+        """Start keeping frozen clones of `snapshot` (no-op if kept already or if the budget allows none)."""
+        key = (snapshot.id, backend)
+        clone_bytes = max(1, snapshot.size_bytes())
+        with self._lock:
+            if key in self._pools:
+                self._pools.move_to_end(key)
+                return
+            size = min(self.per_snapshot, self.budget_bytes // clone_bytes)
+            if size < 1:
+                return
+            closing = []
+            while self._pools and self._used() + size * clone_bytes > self.budget_bytes:
+                closing.append(self._pools.popitem(last=False)[1][0])
+        for pool in closing:
+            pool.close()
+        pool = StandbyPool(snapshot, size=size, backend=backend)
+        with self._lock:
+            if key in self._pools:  # another thread made one meanwhile
+                closing = [pool]
+            else:
+                self._pools[key] = (pool, size * clone_bytes)
+                closing = []
+        for p in closing:
+            p.close()
+
+    def _used(self) -> int:
+        return sum(b for _, b in self._pools.values())
+
+    def ready(self, snapshot: Snapshot, backend: str) -> bool:
+        with self._lock:
+            entry = self._pools.get((snapshot.id, backend))
+        return entry is not None and entry[0].ready > 0
+
+    def take(self, snapshot: Snapshot, backend: str) -> Workspace | None:
+        """A thawed clone in `snapshot`'s state if one is ready (counted as a hit), else None (a miss)."""
+        with self._lock:
+            entry = self._pools.get((snapshot.id, backend))
+            if entry is not None:
+                self._pools.move_to_end((snapshot.id, backend))
+        clone = entry[0].take_ready() if entry is not None else None
+        with self._lock:
+            if clone is None:
+                self.misses += 1
+            else:
+                self.hits += 1
+        return clone
+
+    def discard(self, snapshot: Snapshot) -> None:
+        """Close the pools of a snapshot the cache no longer retains."""
+        with self._lock:
+            keys = [k for k in self._pools if k[0] == snapshot.id]
+            pools = [self._pools.pop(k)[0] for k in keys]
+        for p in pools:
+            p.close()
+
+    def stats(self) -> dict:
+        with self._lock:
+            return {"hits": self.hits, "misses": self.misses, "pools": len(self._pools),
+                    "frozen": sum(p.ready for p, _ in self._pools.values()), "reserved_mb": self._used() >> 20}
+
+    def close(self) -> None:
+        with self._lock:
+            pools = [p for p, _ in self._pools.values()]
+            self._pools.clear()
+        for p in pools:
+            p.close()
+
+
+class TreeSnapshot:
+    """A forkcore Snapshot as the prefix tree's SnapshotHandle; when the tree evicts it, its standby pool
+    goes too (else the pool's reference would keep the evicted snapshot's memory)."""
+
+    def __init__(self, snapshot: Snapshot, standby: StandbyPools) -> None:
+        self.snapshot, self._standby = snapshot, standby
+        self.size_bytes = snapshot.size_bytes()
+        self.restores = 0  #: clones restored from it: a second one makes it worth a standby pool
+
+    def release(self) -> None:
+        self._standby.discard(self.snapshot)
+        self.snapshot.release()
+
+
+class Runtime:
+    """Process-wide state of the Bunshin envs (see the module docstring).
+
+    Args:
+        snapshot_budget_bytes: memory retained prefix-tree snapshots may use ($BUNSHIN_SNAPSHOT_BUDGET_MB,
+            default 8192).
+        standby_budget_bytes, standby_per_snapshot: see `StandbyPools`.
+    """
+
+    def __init__(self, snapshot_budget_bytes: int | None = None, standby_budget_bytes: int | None = None,
+                 standby_per_snapshot: int | None = None) -> None:
+        if snapshot_budget_bytes is None:
+            snapshot_budget_bytes = _env_mb("BUNSHIN_SNAPSHOT_BUDGET_MB", 8192)
+        if standby_budget_bytes is None:
+            standby_budget_bytes = _env_mb("BUNSHIN_STANDBY_BUDGET_MB", 2048)
+        if standby_per_snapshot is None:
+            standby_per_snapshot = int(os.environ.get("BUNSHIN_STANDBY_PER_SNAPSHOT", "2"))
+        self.pid = os.getpid()
+        self.prefix_cache = PrefixCache(CacheConfig(snapshot_budget_bytes=snapshot_budget_bytes))
+        self.task_snapshots = TaskSnapshots()
+        self.standby = StandbyPools(standby_budget_bytes, standby_per_snapshot)
+        #: (tree key, node key) -> the evaluation of an empty answer there (truncation reward)
+        self.truncation_rewards: dict[tuple[str, str], float] = {}
+        self._stores: dict[str, CacheStore] = {}
+        self._store_loaded: set[tuple[str, str, str]] = set()
+        self._lock = threading.Lock()
+
+    def tree(self, task_id: str, digest: str, readonly: Callable[[str], bool],
+             cache_dir: str | None) -> tuple[PrefixTree, CacheStore | None]:
+        """The task's shared tree, first loaded from the on-disk store of `cache_dir` (once per process)."""
+        if cache_dir is None:
+            return self.prefix_cache.tree(task_id, digest, readonly=readonly), None
+        cache_dir = os.path.abspath(cache_dir)
+        with self._lock:
+            store = self._stores.get(cache_dir)
+            if store is None:
+                store = self._stores[cache_dir] = CacheStore(cache_dir)
+            if (cache_dir, task_id, digest) not in self._store_loaded:
+                tree, report = store.load_tree(task_id, digest, readonly=readonly,
+                                               tree_factory=self.prefix_cache.new_tree)
+                if report.dropped:
+                    log.warning("cache store %s: %d corrupt or stale entries of task %s dropped", cache_dir,
+                                report.dropped, task_id)
+                if all(t.key != tree.key for t in self.prefix_cache.trees()):  # else keep the tree built here
+                    self.prefix_cache.adopt(tree)
+                self._store_loaded.add((cache_dir, task_id, digest))
+        return self.prefix_cache.tree(task_id, digest, readonly=readonly), store
+
+    def reset_cache(self, config: CacheConfig | None = None) -> None:
+        """Forget every recorded step and retained snapshot; keep task snapshots and initial standbys
+        (benchmarks: each configuration starts with a cold cache). `config` replaces the cache's settings."""
+        self.prefix_cache.close()
+        self.prefix_cache = PrefixCache(config or self.prefix_cache.config)
+        self.truncation_rewards.clear()
+        self._close_stores()
+
+    def _close_stores(self) -> None:
+        with self._lock:
+            for store in self._stores.values():
+                store.close()
+            self._stores.clear()
+            self._store_loaded.clear()
+
+    def close(self) -> None:
+        """Release everything (at interpreter exit; only in the process that made this runtime)."""
+        if os.getpid() != self.pid:
+            return
+        self.standby.close()
+        self.prefix_cache.close()
+        self._close_stores()
+        self.task_snapshots.release_all()
+
+
+_RUNTIME: Runtime | None = None
+_RUNTIME_LOCK = threading.Lock()
+
+
+def runtime() -> Runtime:
+    """This process's runtime (made at first use; a forked child makes its own)."""
+    global _RUNTIME
+    with _RUNTIME_LOCK:
+        if _RUNTIME is None or _RUNTIME.pid != os.getpid():
+            _RUNTIME = Runtime()
+            atexit.register(_RUNTIME.close)
+        return _RUNTIME

@@ -1,0 +1,147 @@
+"""Speculator: runs an episode's predicted next calls on its own thread while the policy thinks (BunshinRL §3.3).
+
+It borrows the live workspace from the `Restorer` (no fork: a CRIU dump + restore per speculation costs more
+than the think time it hides on small machines), runs the chain there and records each result in the
+prefix tree. Every actual call is checked against the chain (`SpeculativeChain`): a match is served from
+the tree (waiting for the in-flight call if needed) and the workspace is handed back when the episode next
+needs a live one; a mismatch aborts the chain and destroys its workspace (the next miss re-materialises the
+state from the tree). `stop()` always joins the thread before returning, so nothing it runs can land in a
+tree after the episode moved on (reset to another task, close).
+"""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable
+
+from forkcore import Workspace
+
+from .cache import CachedStep, Node, PrefixTree
+from .speculation import ChainOutcome, SpeculationStats, SpeculativeChain
+
+
+class _Run:
+    """One in-flight chain: its bookkeeping, workspace and the node it reached."""
+
+    def __init__(self, chain: SpeculativeChain, workspace: Workspace, node: Node) -> None:
+        self.chain, self.workspace, self.node = chain, workspace, node
+        self.abort = threading.Event()
+        self.error: Exception | None = None
+        self.thread: threading.Thread | None = None
+
+
+class Speculator:
+    """Speculation of one env (its settings survive resets; `stop()` ends the current chain).
+
+    Args:
+        selector: a trained `SpecToolSelector` (`predict_chain(history, k, task_id)`).
+        k: length of a chain.
+    Attributes:
+        enabled: toggled per env (the rollout driver's tail selection does).
+        filter: signature -> bool: worth running ahead? A chain stops at the first call that is not.
+    """
+
+    def __init__(self, selector: Any, k: int) -> None:
+        self.selector, self.k = selector, k
+        self.enabled = selector is not None
+        self.filter: Callable[[str], bool] | None = None
+        self.stats = SpeculationStats()
+        self.adopted = 0
+        self._run: _Run | None = None
+
+    def start(self, tree: PrefixTree, task_id: str, history: list[str], node: Node, lend: Callable,
+              execute: Callable[[Workspace, str], CachedStep], readonly: Callable[[str], bool],
+              replay_s: float, diag: dict, before: Callable[[Workspace, Node], None] | None = None) -> bool:
+        """Start the predicted chain from `node` (the live state) if it is expected to pay; `lend()` hands
+        over the live workspace and `before(ws, node)` runs on the thread first (retaining the state the
+        chain starts from). Returns whether a chain started."""
+        self.stop()
+        preds = self.selector.predict_chain(history, self.k, task_id)
+        if not preds:
+            return False
+        # Expected value of running ahead: a match hides the call's execution; a mismatch costs a restore
+        # plus the replay from the nearest retained snapshot.
+        p = preds[0].prob
+        mismatch_s = tree.policy.est_restore_s + replay_s
+        if p * node.cost_s <= (1.0 - p) * mismatch_s:
+            diag["speculation"] = {"skipped": f"p={p:.2f} x exec {node.cost_s:.2f}s <= {1 - p:.2f} x mismatch "
+                                              f"{mismatch_s:.2f}s"}
+            return False
+        calls = [pr.signature for pr in preds if not readonly(pr.signature)]
+        if self.filter is not None:
+            worth = [self.filter(s) for s in calls]
+            calls = calls[:worth.index(False)] if False in worth else calls
+        if not calls:
+            return False
+        ws, ws_node = lend()
+        if ws is None:
+            return False
+        run = _Run(SpeculativeChain(tuple(calls), base=ws_node), ws, ws_node)
+        self.stats.start(run.chain)
+
+        def body() -> None:
+            if before is not None:
+                before(run.workspace, run.node)
+            try:
+                for sig in run.chain.calls:
+                    if run.abort.is_set():
+                        return
+                    with tree.acquire_miss(run.node, sig) as claim:
+                        if not claim.leader:  # already known (another env ran it): stop at the last state held
+                            return
+                        t0 = time.monotonic()
+                        step = execute(run.workspace, sig)
+                        run.node = claim.complete(step, time.monotonic() - t0)
+                    if step.terminated:
+                        return
+            except Exception as e:  # noqa: BLE001 - a failed speculation only costs its time
+                run.error = e
+
+        run.thread = threading.Thread(target=body, name="bunshin-speculation", daemon=True)
+        self._run = run
+        run.thread.start()
+        diag["speculation"] = {"started": calls}
+        return True
+
+    def on_action(self, signature: str, is_recorded: Callable[[], bool], diag: dict) -> None:
+        """Check the policy's actual call against the chain; on a match wait until the chain has recorded it."""
+        run = self._run
+        if run is None:
+            return
+        outcome = run.chain.check(signature)
+        self.stats.observe(outcome, run.chain)
+        if outcome is ChainOutcome.MATCH:
+            diag["speculation_match"] = True
+            t0 = time.monotonic()  # the chain is running this call: wait for it instead of running it twice
+            while run.thread.is_alive() and not is_recorded():
+                time.sleep(0.005)
+            diag["speculation_wait_s"] = time.monotonic() - t0
+        elif outcome is ChainOutcome.MISMATCH:
+            self.stop()
+            diag["speculation_match"] = False
+        # EXHAUSTED: the chain ran out; keep its workspace for adoption at the next miss
+
+    def take_workspace(self, node: Node) -> Workspace | None:
+        """The finished chain's workspace if it holds `node`'s state (the speculation is over after)."""
+        run = self._run
+        if run is None or run.thread.is_alive() or run.node is not node or run.error is not None:
+            return None
+        ws, run.workspace, self._run = run.workspace, None, None
+        self.adopted += 1
+        return ws
+
+    def stop(self) -> None:
+        """Abort the chain, wait for its thread and destroy its workspace."""
+        run, self._run = self._run, None
+        if run is None:
+            return
+        run.abort.set()
+        run.thread.join()
+        if run.workspace is not None:
+            run.workspace.destroy()
+
+    @property
+    def counters(self) -> dict:
+        """`BunshinEnv.spec_stats`: chains started ("predicted"), calls matched, chains aborted, adopted."""
+        return {"adopted": self.adopted, "aborted": self.stats.aborted, "predicted": self.stats.chains,
+                "matched": self.stats.matched}
