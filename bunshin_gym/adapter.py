@@ -104,6 +104,11 @@ class EnvAdapter(abc.ABC):
     def canonical_action(self, action: Any) -> str:
         """The action's canonical signature (tool name + normalised args); raise ActionError if malformed."""
 
+    #: Observation keys that must be identical between a fresh, cached, forked and speculated execution of
+    #: the same actions (None: every key). Replaying recorded calls to materialise a state compares them
+    #: with the recording; a difference means the app is timing-dependent there and that subtree is dropped.
+    exact_fields: tuple[str, ...] | None = None
+
     def is_read_only(self, action: str) -> bool:
         """True if the action changes neither the workspace nor the observation (may be skipped in cache keys)."""
         return False

@@ -251,7 +251,7 @@ class BunshinEnv(gym.Env):
         served from the prefix cache (inspect it with `exec`/`call`; changing it desynchronises the cache)."""
         if self.episode is None:
             raise RuntimeError("live_workspace() before reset()")
-        return self.episode.live_workspace()
+        return self.episode.live_here()
 
     # ---- fork ---------------------------------------------------------------------------------------
     def fork(self, n: int = 1) -> list[gym.Env]:
@@ -279,6 +279,11 @@ class BunshinEnv(gym.Env):
             env.unwrapped.episode = ep
             _mark_reset(env)
         return envs
+
+    def fork_info(self) -> dict:
+        """The info a reset would give, for a slot that became a clone (vector envs)."""
+        ep = self.episode
+        return self._info(ep.last_obs.get("last_action_error", "") if ep else "", {})
 
     # ---- helpers ------------------------------------------------------------------------------------
     def _info(self, error: str, diag: dict) -> dict:

@@ -21,12 +21,15 @@ from forkcore import ExecutorError, ExecutorUnreachable, ForkcoreError, RestoreF
 
 from .adapter import EnvAdapter, Task
 from .cache import CachedStep, CacheError, CacheStore, MissExecutionError, Node, PrefixTree
-from .restorer import Restorer
+from .restorer import ReplayDiverged, Restorer
 from .runtime import Runtime
 from .speculator import Speculator
 from .task_snapshots import TaskSnapshot
 
 log = logging.getLogger("bunshin_gym")
+
+#: replays that may diverge in a row (each drops the subtree it reached) before the step gives up
+MAX_DIVERGENCES = 3
 
 
 class StepFailed(gym.error.ResetNeeded):
@@ -55,7 +58,7 @@ class Episode:
         self.runtime, self.adapter, self.task, self.task_snapshot = runtime, adapter, task, task_snapshot
         self.tree, self.store, self.speculator = tree, store, speculator
         self.backend, self.call_timeout_s, self.retain = backend, call_timeout_s, retain
-        self.restorer = Restorer(runtime, tree, task_snapshot, adapter, backend, call_timeout_s)
+        self.restorer = Restorer(runtime, tree, task, task_snapshot, adapter, backend, call_timeout_s)
         self.node: Node = tree.root
         self.history: list[str] = []
         self.elapsed_steps = 0
@@ -67,39 +70,55 @@ class Episode:
     def step(self, signature: str, diag: dict) -> CachedStep:
         """The step's result: from the tree, or executed and recorded (see the module docstring)."""
         history = self.history + [signature]
-        tree = self.tree
-        self.speculator.on_action(signature, lambda: tree.lookup(history, count=False).hit, diag)
-        match = tree.lookup(history)
-        if match.hit:
-            self.history, self.node = history, match.node
-            diag["cache"] = "hit"
-            return match.result
-        node = match.node
-        step: CachedStep | None = None
+        self.speculator.on_action(signature, lambda: self.tree.lookup(history, count=False).hit, diag)
         try:
-            for sig in match.remaining:  # normally one call: this step
-                with tree.acquire_miss(node, sig, timeout=self.call_timeout_s + 60) as claim:
-                    if claim.leader:
-                        self._live(node, diag)
-                        t0 = time.monotonic()
-                        step = self.execute(self.restorer.workspace, sig)
-                        node = claim.complete(step, time.monotonic() - t0)
-                        self.restorer.node = node
-                        diag["cache"] = "miss"
-                    else:
-                        node, step = claim.node, claim.result
-                        diag["cache"] = "waited"
+            node, step = self._advance(history, diag)
         except (ForkcoreError, CacheError, EvaluationUnavailable) as e:
             # A handler raised, the executor timed out or died, or the env we waited on failed: nothing is
             # recorded and the workspace (maybe mid-call) is discarded; the episode stays where it was.
             cause = e.__cause__ if isinstance(e, MissExecutionError) and e.__cause__ else e
             msg = f"{getattr(cause, 'remote_type', type(cause).__name__)}: {cause}"
             self.restorer.drop()
-            self.node = node
             diag["cache"] = "error"
             return CachedStep(self.with_error(msg), 0.0, False, False, {"last_action_error": msg})
         self.history, self.node = history, node
         return step
+
+    def _advance(self, history: list[str], diag: dict) -> tuple[Node, CachedStep]:
+        """The node and result of `history`: looked up, or its missing calls executed and recorded. A replay
+        that no longer reproduces its recording drops that subtree and the calls are executed afresh."""
+        for _ in range(MAX_DIVERGENCES + 1):
+            match = self.tree.lookup(history)
+            if match.hit:
+                diag["cache"] = "hit"
+                return match.node, match.result
+            try:
+                return self._execute_missing(match.node, match.remaining, diag)
+            except ReplayDiverged as d:
+                self._forget(d, diag)
+        raise StepFailed(f"replaying the recorded calls of task {self.task.id} diverged {MAX_DIVERGENCES + 1} times "
+                         f"in a row (the app does not replay deterministically); call reset()")
+
+    def _execute_missing(self, node: Node, calls: tuple[str, ...], diag: dict) -> tuple[Node, CachedStep]:
+        step: CachedStep | None = None
+        for sig in calls:  # normally one call: this step
+            with self.tree.acquire_miss(node, sig, timeout=self.call_timeout_s + 60) as claim:
+                if claim.leader:
+                    self._live(node, diag)
+                    t0 = time.monotonic()
+                    step = self.execute(self.restorer.workspace, sig)
+                    node = claim.complete(step, time.monotonic() - t0)
+                    self.restorer.node = node
+                    diag["cache"] = "miss"
+                else:
+                    node, step = claim.node, claim.result
+                    diag["cache"] = "waited"
+        return node, step
+
+    def _forget(self, d: "ReplayDiverged", diag: dict) -> None:
+        removed = self.tree.forget(d.node)
+        diag["diverged"] = diag.get("diverged", 0) + 1
+        log.info("task %s: %s; %d recorded states dropped", self.task.id, d, removed)
 
     def execute(self, ws: Workspace, signature: str) -> CachedStep:
         """Run one action on `ws` (and evaluate it if it ends the episode). Raises ExecutorError if the
@@ -128,7 +147,7 @@ class Episode:
         if self.retain and key in memo:
             return memo[key]
         try:
-            reward = self.evaluate("", self._live(self.node, diag))
+            reward = self.evaluate("", self.live_here(diag))
         except (EvaluationUnavailable, ExecutorError, ExecutorUnreachable) as e:  # StepFailed propagates
             self.restorer.drop()  # its executor may still be busy with the call that timed out
             diag["evaluation_error"] = str(e)
@@ -162,10 +181,19 @@ class Episode:
                                      f"episode.") from e
         return self.restorer.workspace
 
-    def live_workspace(self) -> Workspace:
+    def live_here(self, diag: dict | None = None) -> Workspace:
+        """The live workspace at the episode's position; if replaying there diverges, the forgotten calls of
+        the history are executed again (the episode then holds what executing them really gives)."""
         if self.broken:
             raise StepFailed(self.broken)
-        return self._live(self.node)
+        diag = diag if diag is not None else {}
+        for _ in range(MAX_DIVERGENCES + 1):
+            try:
+                return self._live(self.node, diag)
+            except ReplayDiverged as d:
+                self._forget(d, diag)
+                self.node, _ = self._advance(self.history, diag)
+        raise StepFailed(f"replaying the recorded calls of task {self.task.id} keeps diverging; call reset()")
 
     def after_miss(self, step: CachedStep, selector_ready: bool, diag: dict) -> None:
         """Behind the policy's think time: retain the new state if the policy says so, then speculate."""
@@ -194,7 +222,8 @@ class Episode:
         """n episodes in this one's exact state (live workspace, tree position, steps, history)."""
         if self.broken:
             raise StepFailed(self.broken)
-        clones = self.restorer.fork(self.node, n) if self._live(self.node) is not None else []
+        self.live_here()
+        clones = self.restorer.workspace.fork(n, backend=self.backend)
         out = []
         for ws, spec in zip(clones, speculators):
             e = Episode(self.runtime, self.adapter, self.task, self.task_snapshot, self.tree, self.store, spec,

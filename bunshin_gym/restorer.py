@@ -3,7 +3,8 @@
 It turns a prefix-tree node into a live workspace holding that node's state (`materialise`: the tree's
 restore plan — thaw a standby clone, restore a retained snapshot or the task's initial one — then replay
 the recorded calls), retains the live state as a snapshot in the background (`snapshot_in_background`),
-lends the workspace to the speculator and takes it back (`lend`/`adopt`), and forks it (`fork`).
+and lends the workspace to the speculator and takes it back (`lend`/`adopt`). Replays are checked against
+the recording (`EnvAdapter.exact_fields`): a divergence raises `ReplayDiverged` for the episode to handle.
 
 Hand-off rule: whoever touches the live workspace first calls `wait_background()` (every method here
 does); a lent workspace belongs to the borrower until it is adopted back or destroyed.
@@ -15,9 +16,11 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from forkcore import RestoreFailed, SnapshotError, Workspace
 
-from .adapter import EnvAdapter
+from .adapter import EnvAdapter, Task
 from .cache import Node, PrefixTree
 from .runtime import Runtime, TreeSnapshot
 
@@ -27,27 +30,42 @@ if TYPE_CHECKING:
 log = logging.getLogger("bunshin_gym")
 
 
+class ReplayDiverged(RuntimeError):
+    """Replaying a recorded call gave another observation than the recording (a timing-dependent app)."""
+
+    def __init__(self, node: Node, key: str) -> None:
+        super().__init__(f"replaying {node.signature!r} (depth {node.depth}) gave another {key!r} than recorded")
+        self.node, self.key = node, key
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and np.array_equal(a, b)
+    return a == b
+
+
 class Restorer:
     """Live workspace of one episode (see the module docstring).
 
     Args:
         runtime: the process's runtime (standby pools).
         tree: the task's prefix tree.
-        task_snapshot: the task's initial snapshot (what the tree's root is).
+        task, task_snapshot: the task and its initial snapshot (what the tree's root is).
         adapter: the env's adapter (the executor call of a signature, the fields replay must reproduce).
         backend: forkcore memory backend for every restore.
         call_timeout_s: RPC timeout of each replayed call.
     """
 
-    def __init__(self, runtime: Runtime, tree: PrefixTree, task_snapshot: "TaskSnapshot", adapter: EnvAdapter,
-                 backend: str, call_timeout_s: float) -> None:
-        self.runtime, self.tree, self.task_snapshot = runtime, tree, task_snapshot
+    def __init__(self, runtime: Runtime, tree: PrefixTree, task: Task, task_snapshot: "TaskSnapshot",
+                 adapter: EnvAdapter, backend: str, call_timeout_s: float) -> None:
+        self.runtime, self.tree, self.task, self.task_snapshot = runtime, tree, task, task_snapshot
         self.adapter, self.backend, self.call_timeout_s = adapter, backend, call_timeout_s
         self.workspace: Workspace | None = None
         self.node: Node | None = None  #: the node whose state the live workspace holds
         self._bg: threading.Thread | None = None
         self._standby_s = 0.02  # EWMA of a thaw + first answer
-        self.stats = {"standby": 0, "snapshot": 0, "initial": 0, "replayed_calls": 0, "dropped_snapshots": 0}
+        self.stats = {"standby": 0, "snapshot": 0, "initial": 0, "replayed_calls": 0, "dropped_snapshots": 0,
+                      "diverged": 0}
 
     # ---- restore -------------------------------------------------------------------------------------
     def _has_standby(self, node: Node) -> bool:
@@ -64,7 +82,7 @@ class Restorer:
         """Make the live workspace hold `node`'s state; returns how many calls were replayed.
 
         Raises what the restore or a replayed call raises (RestoreFailed, SnapshotError, ExecutorUnreachable,
-        ExecutorError); then there is no live workspace.
+        ExecutorError) or ReplayDiverged; then there is no live workspace.
         """
         self.wait_background()
         if self.workspace is not None and self.node is node:
@@ -99,7 +117,7 @@ class Restorer:
             self.tree.drop_snapshot(failed)
         self.stats[source] += 1
         try:
-            self._replay(ws, plan.calls)
+            self._replay(ws, plan.ancestor, plan.calls)
         except BaseException:
             ws.destroy()
             raise
@@ -116,11 +134,23 @@ class Restorer:
             if handle.restores >= 2:
                 self.runtime.standby.ensure(snap, self.backend)
 
-    def _replay(self, ws: Workspace, calls: tuple[str, ...]) -> None:
+    def _replay(self, ws: Workspace, ancestor: Node, calls: tuple[str, ...]) -> None:
+        """Run the recorded calls from `ancestor`, checking each answer against the recording
+        (`EnvAdapter.exact_fields`); raises ReplayDiverged at the first that differs."""
+        n = ancestor
         for sig in calls:
+            n = n.children[sig]
             method, params = self.adapter.step_call(sig)
-            ws.call(method, timeout=self.call_timeout_s, **params)
+            raw = ws.call(method, timeout=self.call_timeout_s, **params)
             self.stats["replayed_calls"] += 1
+            recorded = n.result
+            if recorded is None:
+                continue
+            got = self.adapter.decode(raw, self.task).observation
+            for key in self.adapter.exact_fields or tuple(recorded.observation):
+                if not _same(got.get(key), recorded.observation.get(key)):
+                    self.stats["diverged"] += 1
+                    raise ReplayDiverged(n, key)
 
     def ensure_initial_standby(self) -> None:
         self.runtime.standby.ensure(self.task_snapshot.snapshot, self.backend)
@@ -161,11 +191,6 @@ class Restorer:
         """Take a workspace holding `node`'s state as the live one (a speculative chain's, or a clone's)."""
         self.drop()
         self.workspace, self.node = ws, node
-
-    def fork(self, node: Node, n: int) -> list[Workspace]:
-        """n clones of the live workspace in `node`'s state: one dump, then restores in parallel."""
-        self.materialise(node)
-        return self.workspace.fork(n, backend=self.backend)
 
     def drop(self) -> None:
         self.wait_background()

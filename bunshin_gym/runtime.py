@@ -1,8 +1,9 @@
 """The state every Bunshin env of a process shares: the prefix cache (one tree per task), the on-disk stores,
 the task snapshots, the standby pools and the truncation memo. One `Runtime` per process (`runtime()`).
 
-A child process (e.g. a worker of Gymnasium's AsyncVectorEnv) gets a fresh runtime: it must never take a
-frozen clone or release a snapshot its parent owns.
+A forked child process (e.g. a worker of Gymnasium's AsyncVectorEnv) gets a fresh runtime that restores from
+its parent's task snapshots but owns none of them: it never releases them, nor takes the parent's frozen
+clones, nor writes to its trees.
 """
 from __future__ import annotations
 
@@ -219,6 +220,8 @@ def runtime() -> Runtime:
     global _RUNTIME
     with _RUNTIME_LOCK:
         if _RUNTIME is None or _RUNTIME.pid != os.getpid():
-            _RUNTIME = Runtime()
+            parent, _RUNTIME = _RUNTIME, Runtime()
+            if parent is not None:  # forked: fork the parent's task snapshots, own nothing else of it
+                _RUNTIME.task_snapshots = parent.task_snapshots.borrowed()
             atexit.register(_RUNTIME.close)
         return _RUNTIME

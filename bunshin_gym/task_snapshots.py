@@ -37,6 +37,15 @@ class TaskSnapshots:
         self._tasks: dict[tuple[str, str, str], TaskSnapshot] = {}
         self._locks: dict[Any, threading.Lock] = {}
         self._guard = threading.Lock()
+        self._borrowed: set[int] = set()  # ids of snapshots another process owns: never released here
+
+    def borrowed(self) -> "TaskSnapshots":
+        """For a forked child process: the same snapshots, usable (forked from) but never released here,
+        while the parent that owns them lives (an AsyncVectorEnv worker does not cold-start the desktop)."""
+        child = TaskSnapshots()
+        child._base, child._tasks = dict(self._base), dict(self._tasks)
+        child._borrowed = {id(s) for s in self._base.values()} | {id(t.snapshot) for t in self._tasks.values()}
+        return child
 
     def _lock(self, key) -> threading.Lock:
         with self._guard:
@@ -81,14 +90,13 @@ class TaskSnapshots:
             keys = [k for k, v in self._tasks.items() if v is ts]
             for k in keys:
                 del self._tasks[k]
-        if keys:
+        if keys and id(ts.snapshot) not in self._borrowed:
             ts.snapshot.release()
 
     def release_all(self) -> None:
-        for ts in self._tasks.values():
-            ts.snapshot.release()
-        for s in self._base.values():
-            s.release()
+        for snap in [t.snapshot for t in self._tasks.values()] + list(self._base.values()):
+            if id(snap) not in self._borrowed:
+                snap.release()
         self._tasks.clear()
         self._base.clear()
 

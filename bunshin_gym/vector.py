@@ -7,7 +7,10 @@ default, Gymnasium's). Added:
 - `fork(src, dst_indices)`: replace those slots with live clones of slot `src` (same workspace state,
   step count and history; `src` goes on unchanged). Returns the batched observation.
 - `reset(options={"fork_from": i, "reset_mask": m})`: the slots selected by `m` (default: all but `i`)
-  become clones of slot `i` instead of being reset — e.g. GRPO: reset slot 0 to the task, fork it G-1 times.
+  other than `i` become clones of slot `i` instead of being reset; slot `i` itself is reset first if `m`
+  selects it (with its seed and the other options) — e.g. GRPO: `reset(seed=s, options={"fork_from": 0,
+  "reset_mask": np.ones(G, bool), "task_id": t})` resets slot 0 to task t and forks it G-1 times. Seeds seed each clone's own random stream; each slot's
+  info has the env's usual keys (task_id, elapsed_steps, last_action_error) plus `forked_from`.
 
 Shapes: observations are batched per key of the single observation space — `screenshot` (num_envs, H, W, 3)
 uint8; text keys a tuple of num_envs strings; rewards (num_envs,) float64; terminations/truncations
@@ -69,17 +72,31 @@ class BunshinVectorEnv(SyncVectorEnv):
         if "fork_from" not in options:
             return super().reset(seed=seed, options=options or None)
         src = int(options.pop("fork_from"))
+        if not 0 <= src < self.num_envs:
+            raise IndexError(f"fork_from={src} out of range for num_envs={self.num_envs}")
         mask = options.pop("reset_mask", None)
         if mask is None:
-            mask = np.ones(self.num_envs, dtype=np.bool_)
+            mask = np.arange(self.num_envs) != src
         mask = np.asarray(mask, dtype=np.bool_)
         if mask.shape != (self.num_envs,):
             raise ValueError(f"reset_mask must have shape ({self.num_envs},), got {mask.shape}")
-        obs = self.fork(src, [j for j in range(self.num_envs) if mask[j] and j != src])
+        seeds = seed if isinstance(seed, (list, tuple)) else [None if seed is None else seed + j
+                                                               for j in range(self.num_envs)]
+        if len(seeds) != self.num_envs:
+            raise ValueError(f"seed: expected {self.num_envs} seeds, got {len(seeds)}")
         infos: dict = {}
+        if mask[src]:  # the source itself is reset first (with its seed and the remaining options)
+            self._env_obs[src], info = self.envs[src].reset(seed=seeds[src], options=options or None)
+            self._rewards[src], self._terminations[src], self._truncations[src] = 0.0, False, False
+            self._autoreset_envs[src] = False
+            infos = self._add_info(infos, {**info, "forked_from": src}, src)
+        obs = self.fork(src, [j for j in range(self.num_envs) if mask[j] and j != src])
         for j in range(self.num_envs):
-            if mask[j]:
-                infos = self._add_info(infos, {"forked_from": src}, j)
+            if mask[j] and j != src:
+                base = self.envs[j].unwrapped
+                if seeds[j] is not None:  # a clone's own random stream (e.g. its next random task)
+                    base._np_random, base._np_random_seed = gym.utils.seeding.np_random(seeds[j])
+                infos = self._add_info(infos, {**base.fork_info(), "forked_from": src}, j)
         return obs, infos
 
     def call_env(self, index: int, name: str, *args, **kwargs):

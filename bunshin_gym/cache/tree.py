@@ -455,6 +455,30 @@ class PrefixTree:
                     self._max_depth = child.depth
             return child
 
+    def forget(self, node: Node) -> int:
+        """Remove ``node`` and its subtree (their results and snapshots), e.g. when replaying its call no longer
+        gives what was recorded; the next lookup through it misses and executes again. Returns the number of
+        nodes removed. The root cannot be forgotten."""
+        self._check_node(node)
+        if node.parent is None:
+            raise ValueError("forget(): the root is the task's initial state; make a new tree instead")
+        released = self.pool.drop(node) if node.snapshot is not None else []
+        with self._lock:
+            if node.parent.children.get(node.signature) is not node:
+                return 0  # forgotten already
+            del node.parent.children[node.signature]
+            removed, stack = 0, [node]
+            while stack:
+                n = stack.pop()
+                removed += 1
+                self._sides -= len(n.side)
+                if n.snapshot is not None:  # left over if it was attached after the drop above
+                    released += self.pool.drop(n, cascade=False)
+                stack.extend(n.children.values())
+            self._nodes -= removed
+        release_all(released)
+        return removed
+
     def record_path(self, calls: Sequence[tuple[str, CachedStep, float]], start: Node | None = None) -> Node:
         """Record a sequence of ``(signature, result, cost_s)`` from ``start`` (default: root)."""
         node = start or self.root

@@ -770,6 +770,19 @@ class DesktopSession:
         arr = np.frombuffer(shot.bgra, dtype=np.uint8).reshape(shot.height, shot.width, 4)
         return np.ascontiguousarray(arr[:, :, 2::-1])
 
+    def settled_screenshot(self, interval: float = 0.05, max_wait: float = 1.0) -> np.ndarray:
+        """A screenshot once two grabs `interval` apart are identical (apps draw asynchronously after an
+        action: under load the first grab can catch a half-drawn frame), or the last one at `max_wait`."""
+        shot = self.screenshot()
+        deadline = time.monotonic() + max_wait
+        while time.monotonic() < deadline:
+            time.sleep(interval)
+            again = self.screenshot()
+            if np.array_equal(again, shot):
+                break
+            shot = again
+        return shot
+
     def accessibility_tree(self, max_nodes: int = 4000, timeout: float = 30.0) -> str:
         """OSWorld-style XML of the AT-SPI tree (see a11y.py); "" if AT-SPI did not answer."""
         r = self.run([sys.executable, str(_HERE / "a11y.py"), "--max-nodes", str(max_nodes)], timeout=timeout)

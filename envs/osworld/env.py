@@ -12,9 +12,9 @@ Observation (dict):
     ===================  ==================================  ==========================================
     screenshot           Box(0, 255, (H, W, 3), uint8)       the screen (W x H = ``screen_size``,
                                                              default 1920 x 1080)
-    accessibility_tree   Text (any Unicode)                  OSWorld-style XML of the AT-SPI tree (only
+    accessibility_tree   Text (any Unicode, ≤ 2M chars)      OSWorld-style XML of the AT-SPI tree (only
                                                              on-screen nodes); "" with ``a11y=False``
-    terminal             Text                                text of the newest xterm ("" if none ran)
+    terminal             Text (≤ 200k chars)                 text of the newest xterm ("" if none ran)
     instruction          Text                                the task's instruction
     last_action_error    Text                                "" or why the last action failed (parse
                                                              error, or the traceback of code that raised)
@@ -42,6 +42,13 @@ that needs CRIU to dump other users' processes, which needs CAP_SYS_RESOURCE (pr
 default (None) does so where this process holds it and otherwise runs them as root with HOME=/home/user,
 USER=user — machines without CAP_SYS_RESOURCE (`bunshin doctor` says) cannot snapshot a non-root desktop.
 
+Reuse and timing: desktop actions are timing-based and the desktop has no fixed clock, so two executions of
+the same actions are the same only up to pixels: ``accessibility_tree``, ``terminal``, ``instruction`` and
+``last_action_error`` must match exactly between a fresh, cached, forked and speculated run (the adapter's
+``exact_fields``), the ``screenshot`` may differ (a frame caught mid-redraw; each observation waits for two
+identical grabs, up to 1 s). Replaying recorded calls checks those fields; a replay that differs drops that
+part of the prefix tree (``info["bunshin"]["diverged"]``) and the calls are executed again.
+
 Version history: v0 — first release.
 """
 from __future__ import annotations
@@ -57,7 +64,7 @@ from gymnasium import spaces
 
 from bunshin_gym import ActionError, BunshinEnv, EnvAdapter, StepResult, Task
 from bunshin_gym.compat import AppCheck, CompatSuite
-from bunshin_gym.spaces import any_text, unicode_charset
+from bunshin_gym.spaces import any_text, clip_text, unicode_charset
 from forkcore import ServiceSpec, WorkspaceSpec
 from forkcore.capabilities import can_snapshot_non_root_processes
 from forkcore.layers import user_layer
@@ -69,6 +76,8 @@ from .errors import OSWorldError
 from .handlers import DISPLAY, HOME, MARKER
 from .tasks import TASKS_DIR, load_oracle, load_task, task_from_dict
 
+#: observation size limits (longer texts are cut, saying so): they bound AsyncVectorEnv's shared buffers
+A11Y_CHARS, TERMINAL_CHARS = 2_000_000, 200_000
 #: The desktop's account, as OSWorld's VM has it: password "password", sudo allowed.
 USER, PASSWORD, UID = "user", "password", 1000
 #: Written by the one-shot "home" service once /home/user is seeded (the desktop services start after it).
@@ -88,6 +97,7 @@ def home_service_argv() -> list[str]:
 
 class OSWorldAdapter(EnvAdapter):
     name = "osworld"
+    exact_fields = ("accessibility_tree", "terminal", "instruction", "last_action_error")  # see module doc
 
     def __init__(self, action_space: str = "pyautogui", screen_size: tuple[int, int] = DEFAULT_SIZE,
                  a11y: bool = True, run_as_user: bool | None = None) -> None:
@@ -189,20 +199,21 @@ class OSWorldAdapter(EnvAdapter):
 
         img = np.asarray(Image.open(io.BytesIO(base64.b64decode(raw["screenshot_png"]))).convert("RGB"), dtype=np.uint8)
         obs = {"screenshot": img,
-               "accessibility_tree": _printable(raw.get("accessibility_tree") or "") if self.a11y else "",
-               "terminal": _printable(raw.get("terminal") or ""),
+               "accessibility_tree": clip_text(_printable(raw.get("accessibility_tree") or ""), A11Y_CHARS)
+               if self.a11y else "",
+               "terminal": clip_text(_printable(raw.get("terminal") or ""), TERMINAL_CHARS),
                "instruction": task.goal,
-               "last_action_error": _printable(raw.get("last_action_error", "") or "")}
+               "last_action_error": clip_text(_printable(raw.get("last_action_error", "") or ""), TERMINAL_CHARS)}
         return StepResult(obs, obs["last_action_error"], bool(raw.get("done", False)), raw.get("answer"))
 
     def observation_space(self) -> spaces.Dict:
         w, h = self.screen_size
         return spaces.Dict({
             "screenshot": spaces.Box(0, 255, (h, w, 3), np.uint8),
-            "accessibility_tree": any_text(20_000_000),
-            "terminal": any_text(1_000_000),
+            "accessibility_tree": any_text(A11Y_CHARS),
+            "terminal": any_text(TERMINAL_CHARS),
             "instruction": any_text(8192),
-            "last_action_error": any_text(1_000_000),
+            "last_action_error": any_text(TERMINAL_CHARS),
         })
 
     def action_space(self) -> spaces.Space:

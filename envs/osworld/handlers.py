@@ -73,7 +73,7 @@ class _Runtime:
     def _obs(self) -> dict:
         s = self.session
         t0 = time.monotonic()
-        shot = s.screenshot()
+        shot = s.settled_screenshot()
         t1 = time.monotonic()
         tree = s.accessibility_tree() if self.a11y else ""
         t2 = time.monotonic()

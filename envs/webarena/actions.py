@@ -288,6 +288,8 @@ def _parse_browsergym(text: str) -> Action:
     if call.keywords:
         raise ActionParseError(f"{fname}: keyword arguments are not supported, pass them positionally: {text!r}")
     if fname == "noop" and len(call.args) <= 1:
+        # BrowserGym's noop(wait_ms) waits; here the wait is dropped from the key and from execution alike:
+        # the site has no JavaScript, timers or clock-dependent pages, so waiting changes nothing observable.
         return Action("noop", (), text)
     if len(call.args) != len(kinds):
         raise ActionParseError(f"{fname} takes {len(kinds)} argument(s), got {len(call.args)}: {text!r}")

@@ -11,7 +11,7 @@ Observation (dict):
     screenshot           Box(0, 255, (720, 1280, 3), uint8)  viewport pixels (caret hidden, no animation)
     axtree               Text (any Unicode)                  ``[id] role 'name'`` lines, WebArena style
     url                  Text                                URL of the active tab
-    open_pages_urls      Sequence(Text)                      URLs of all tabs
+    open_pages_urls      TextList (≤ 32 Text)                URLs of all tabs (the first 32)
     goal                 Text                                the task's intent
     last_action_error    Text                                "" or why the last action failed
     ===================  ==================================  ==========================================
@@ -22,6 +22,9 @@ Options: ``viewport`` ((1280, 720)), ``headless`` (True; False runs Chromium hea
 workspace, e.g. to record the desktop).
 Episode end: ``stop``/``send_msg_to_user`` → evaluation, terminated; ``max_steps`` (30) → evaluation of an
 empty answer, truncated. `info` holds ``last_action_error``, ``task_id``, ``elapsed_steps``.
+
+Reuse: the site and browser are deterministic (seeded data, fixed clock, caret hidden, no animation): every
+observation key, pixels included, is identical between a fresh, cached, forked and speculated run.
 
 Version history: v0 — first release.
 """
@@ -39,7 +42,7 @@ from gymnasium import spaces
 
 from bunshin_gym import ActionError, BunshinEnv, EnvAdapter, StepResult, Task
 from bunshin_gym.compat import AppCheck, CompatSuite
-from bunshin_gym.spaces import any_text
+from bunshin_gym.spaces import any_text, clip_text, text_list
 from forkcore import ServiceSpec, WorkspaceSpec
 
 from .actions import is_read_only, parse_action
@@ -48,6 +51,8 @@ from .handlers import DEFAULT_PORT, site_service_argv
 from .tasks import load_oracle, load_task, task_from_dict, task_ids
 
 DB_PATH = "/srv/webarena/shop.db"
+#: observation size limits (longer texts are cut, saying so): they bound AsyncVectorEnv's shared buffers
+AXTREE_CHARS, URL_CHARS, MAX_TABS = 1_000_000, 8192, 32
 SITE_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
 
 
@@ -104,20 +109,20 @@ class WebArenaAdapter(EnvAdapter):
         from PIL import Image
 
         img = np.asarray(Image.open(io.BytesIO(base64.b64decode(raw["screenshot_png"]))).convert("RGB"), dtype=np.uint8)
-        obs = {"screenshot": img, "axtree": raw["axtree"], "url": raw["url"],
-               "open_pages_urls": tuple(raw["open_pages_urls"]), "goal": task.goal,
-               "last_action_error": raw.get("last_action_error", "")}
+        obs = {"screenshot": img, "axtree": clip_text(raw["axtree"], AXTREE_CHARS), "url": clip_text(raw["url"], URL_CHARS),
+               "open_pages_urls": tuple(clip_text(u, URL_CHARS) for u in raw["open_pages_urls"][:MAX_TABS]),
+               "goal": task.goal, "last_action_error": clip_text(raw.get("last_action_error", ""), URL_CHARS)}
         return StepResult(obs, obs["last_action_error"], bool(raw.get("done", False)), raw.get("answer"))
 
     def observation_space(self) -> spaces.Dict:
         w, h = self.viewport
         return spaces.Dict({
             "screenshot": spaces.Box(0, 255, (h, w, 3), np.uint8),
-            "axtree": any_text(2_000_000),
-            "url": any_text(8192),
-            "open_pages_urls": spaces.Sequence(any_text(8192)),
+            "axtree": any_text(AXTREE_CHARS),
+            "url": any_text(URL_CHARS),
+            "open_pages_urls": text_list(MAX_TABS, URL_CHARS),
             "goal": any_text(8192),
-            "last_action_error": any_text(8192),
+            "last_action_error": any_text(URL_CHARS),
         })
 
     def action_space(self) -> spaces.Space:

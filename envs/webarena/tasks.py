@@ -197,8 +197,43 @@ def check_no_code(raw: dict) -> None:
                                   f"'document.' / '[...document.' (WebArena's rule); found {loc[:60]!r}")
 
 
-VALIDATORS = (check_required_fields, check_sites, check_placeholders, check_geolocation, check_eval_types,
-              check_no_code)
+#: field path -> the JSON types it may have (None: may be null/absent)
+FIELD_TYPES: dict[tuple[str, ...], tuple[type, ...]] = {
+    ("intent",): (str,), ("start_url",): (str,), ("require_login",): (bool,), ("require_reset",): (bool, type(None)),
+    ("storage_state",): (str, type(None)), ("intent_template",): (str, type(None)),
+    ("instantiation_dict",): (dict, type(None)), ("eval",): (dict,),
+    ("eval", "reference_answers"): (dict, type(None)), ("eval", "reference_url"): (str, type(None)),
+    ("eval", "program_html"): (list, type(None)), ("eval", "url_note"): (str, type(None)),
+    ("eval", "string_note"): (str, type(None)),
+    ("eval", "reference_answers", "exact_match"): (str, int, float, type(None)),
+    ("eval", "reference_answers", "must_include"): (list, str, type(None)),
+    ("eval", "reference_answers", "fuzzy_match"): (list, str, type(None)),
+}
+
+
+def check_field_types(raw: dict) -> None:
+    """Each field has its JSON type (a number where a list or object belongs fails here, naming the field)."""
+    for path, types in FIELD_TYPES.items():
+        value, present = raw, True
+        for key in path:
+            if not isinstance(value, dict) or key not in value:
+                present = False
+                break
+            value = value[key]
+        if present and not isinstance(value, types):
+            names = " or ".join("null" if t is type(None) else {"str": "string", "dict": "object", "list": "list",
+                                                                  "bool": "boolean", "int": "number",
+                                                                  "float": "number"}[t.__name__] for t in types)
+            raise TaskConfigError(f"{_where(raw)}: field {'.'.join(path)!r} must be {names}; found "
+                                  f"{type(value).__name__} {value!r}"[:300])
+    for i, tgt in enumerate((raw.get("eval") or {}).get("program_html") or []):
+        if not isinstance(tgt, dict) or not isinstance(tgt.get("required_contents", {}), dict):
+            raise TaskConfigError(f"{_where(raw)}: field 'eval.program_html[{i}]' must be an object with an "
+                                  f"object 'required_contents'; found {tgt!r}"[:300])
+
+
+VALIDATORS = (check_required_fields, check_field_types, check_sites, check_placeholders, check_geolocation,
+              check_eval_types, check_no_code)
 
 
 def validate_task(raw: dict) -> None:

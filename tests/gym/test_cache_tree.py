@@ -315,3 +315,19 @@ def test_plan_prefers_replaying_cheap_calls_and_takes_a_ready_standby():
     p = t.plan(c, initial_s=1.0)
     assert (p.source, p.ancestor, p.calls, p.est_s) == ("initial", t.root, ("a", "b", "c"), pytest.approx(11.5))
     assert t.plan(c, initial_s=1.0, has_standby=lambda n: True).source == "standby"
+
+
+def test_forget_drops_a_subtree_its_snapshots_and_its_hits():
+    t = PrefixTree("task", "d")
+    a = t.record(t.root, "a", R("A"), 1.0)
+    b = t.record(a, "b", R("B"), 1.0)
+    t.record(b, "c", R("C"), 1.0)
+    x = t.record(t.root, "x", R("X"), 1.0)
+    hb = Handle(1)
+    t.attach_snapshot(b, hb)
+    assert t.forget(a) == 3 and len(t) == 2
+    assert hb.released == 1 and b.snapshot is None
+    assert not t.lookup(["a"]).hit and t.lookup(["x"]).node is x
+    assert t.forget(a) == 0, "forgetting twice is harmless"
+    with pytest.raises(ValueError, match="root"):
+        t.forget(t.root)

@@ -118,3 +118,23 @@ def test_committed_task_files_match_the_generator():
     for spec in build_specs():
         on_disk = json.loads((Path(load_task(spec.config["task_id"]).source)).read_text())
         assert on_disk == json.loads(json.dumps(spec.config)), spec.config["task_id"]
+
+
+@pytest.mark.parametrize("path, bad, field", [
+    (("eval", "reference_answers"), 5, "eval.reference_answers"),
+    (("intent",), 5, "intent"),
+    (("start_url",), ["x"], "start_url"),
+    (("require_login",), "yes", "require_login"),
+    (("eval", "program_html"), {"url": "last"}, "eval.program_html"),
+])
+def test_a_field_of_the_wrong_type_raises_value_error_naming_it(path, bad, field):
+    from envs.webarena.env import WebArenaAdapter
+
+    adapter = WebArenaAdapter()
+    config = copy.deepcopy(adapter.load_task("0").config)
+    target = config
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = bad
+    with pytest.raises(ValueError, match=f"field '{field}' must be"):
+        adapter.load_task(task_config=config)

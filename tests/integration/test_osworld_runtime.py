@@ -1,0 +1,137 @@
+"""The runtime under BunshinOSWorld-v0, whose actions are timing-based: fresh, cached, forked and speculated
+runs agree on the exact fields (`OSWorldAdapter.exact_fields`), a replay that no longer reproduces its
+recording drops that subtree instead of serving it, and reset() stops speculation before it switches task."""
+from __future__ import annotations
+
+import dataclasses
+
+import gymnasium as gym
+import pytest
+
+import bunshin_gym  # noqa: F401 - registers the envs
+from bunshin_gym.speculation import SelectorConfig, SpecToolSelector, Trajectory, TrajectoryStep
+
+pytestmark = [pytest.mark.criu, pytest.mark.desktop]
+ENV_ID = "BunshinOSWorld-v0"
+TASK = "edit-append-line"  # mousepad: append a line, save, DONE (judged on the file)
+
+
+def _make(**kw):
+    return gym.make(ENV_ID, task_id=kw.pop("task_id", TASK), action_space="pyautogui", **kw)
+
+
+def _exact(env, obs) -> tuple:
+    return tuple(obs[k] for k in env.unwrapped.adapter.exact_fields)
+
+
+def _run(env, actions, **reset_kw) -> list:
+    obs, _ = env.reset(**reset_kw)
+    trace = [_exact(env, obs)]
+    for a in actions:
+        obs, r, term, trunc, _ = env.step(a)
+        trace.append((_exact(env, obs), r, term, trunc))
+        if term or trunc:
+            break
+    return trace
+
+
+def _oracle() -> list[str]:
+    from envs.osworld.env import OSWorldAdapter
+
+    a = OSWorldAdapter()
+    return a.oracle_actions(a.load_task(TASK))
+
+
+def _selector(env, actions) -> SpecToolSelector:
+    sigs = tuple(TrajectoryStep(env.unwrapped.adapter.canonical_action(a)) for a in actions)
+    return SpecToolSelector(SelectorConfig(model="ngram")).fit([Trajectory(TASK, sigs)])
+
+
+def test_fresh_cached_forked_and_speculated_runs_agree_on_the_exact_fields():
+    actions = _oracle()
+    fresh = _make(cache=False)
+    cached = _make(diagnostics=True)
+    try:
+        reference = _run(fresh, actions)
+        assert reference[-1][1:3] == (1.0, True), "the oracle solves the task"
+        assert _run(cached, actions) == reference  # executes and records
+        assert _run(cached, actions) == reference  # served from the tree
+        cached.reset()
+        cached.step(actions[0])
+        (clone,) = cached.fork(1)
+        try:
+            tail = []
+            for a in actions[1:]:
+                obs, r, term, trunc, _ = clone.step(a)
+                tail.append((_exact(clone, obs), r, term, trunc))
+            assert tail == reference[2:], "a fork continues like a fresh run"
+        finally:
+            clone.close()
+        spec = _make(cache=False, selector=_selector(fresh, actions), diagnostics=True)
+        try:
+            assert _run(spec, actions) == reference, "speculated steps equal executed ones"
+            assert spec.unwrapped.spec_stats["matched"] >= 1
+        finally:
+            spec.close()
+    finally:
+        fresh.close()
+        cached.close()
+
+
+def test_a_replay_that_differs_from_its_recording_drops_that_subtree():
+    """Record two steps, then make the first one's recording disagree with what the desktop does (as a
+    timing-dependent app would): materialising the second state replays the first, notices, drops the
+    subtree and executes again — the step equals a fresh run and nothing stale is served."""
+    from envs.osworld.env import OSWorldAdapter
+
+    actions = ["pyautogui.typewrite('abc')", "pyautogui.typewrite('def')", "pyautogui.press('enter')"]
+    fresh = _make(cache=False)
+    env = _make(diagnostics=True)
+    try:
+        reference = _run(fresh, actions)
+        _run(env, actions[:2])
+        env.unwrapped.live_workspace()  # waits for a background snapshot, if the policy took one
+        tree = env.unwrapped.episode.tree
+        first = tree.lookup(env.unwrapped.history[:1], count=False).node
+        for n in (first, *first.children.values()):
+            tree.drop_snapshot(n)  # the second state is then only reachable by replaying the first call
+        obs = dict(first.result.observation, accessibility_tree="<recorded under other timing/>")
+        first.result = dataclasses.replace(first.result, observation=obs)
+        env.reset()
+        trace = [_exact(env, env.unwrapped.episode.last_obs)]
+        infos = []
+        for a in actions:
+            obs, r, term, trunc, info = env.step(a)
+            trace.append((_exact(env, obs), r, term, trunc))
+            infos.append(info["bunshin"])
+        assert infos[2].get("diverged") == 1, infos[2]
+        assert trace[3] == reference[3], "the step after the divergence equals a fresh run"
+        assert tree.lookup(env.unwrapped.history[:1], count=False).node is not first
+        assert OSWorldAdapter.exact_fields and "screenshot" not in OSWorldAdapter.exact_fields
+    finally:
+        fresh.close()
+        env.close()
+
+
+def test_reset_stops_speculation_before_it_switches_task():
+    """An in-flight speculative call finishes into the tree of the task it was started for, with that task's
+    instruction, never the next task's."""
+    slow = "import time; time.sleep(3)"
+    actions = ["pyautogui.typewrite('x')", slow]
+    probe = _make(cache=False)
+    selector = _selector(probe, actions)
+    probe.close()
+    env = _make(selector=selector, diagnostics=True)
+    try:
+        obs, _ = env.reset()
+        goal = obs["instruction"]
+        _, _, _, _, info = env.step(actions[0])
+        assert "started" in info["bunshin"].get("speculation", {}), info["bunshin"]
+        tree, history = env.unwrapped.episode.tree, list(env.unwrapped.history)
+        slow_sig = env.unwrapped.adapter.canonical_action(slow)
+        obs, _ = env.reset(options={"task_id": "os-mkdir-nested"})
+        assert obs["instruction"] != goal
+        m = tree.lookup(history + [slow_sig], count=False)
+        assert m.hit and m.result.observation["instruction"] == goal
+    finally:
+        env.close()
