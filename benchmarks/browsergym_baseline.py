@@ -10,6 +10,8 @@ What it measures, for each configuration (`default`: BrowserGym's slow_mo=1000 m
 pre-observation delay; `tuned`: slow_mo=0, no delay):
   - reset_s: `env.reset()` of `browsergym/openended` at --url (launches Chromium and the chat window's
     Chromium, opens the page, first observation) — BrowserGym has no fork, every reset is a fresh browser;
+    reset_step_s: the same reset until its first action (a scroll) has run; resets are spaced by
+    --think-median-s (lognormal pauses, as a policy thinks);
   - step_s per action type: the scripted sequence below, the same actions webarena_bench.py sends to
     Bunshin (goto, click, scroll, type, press, go_back), each through HighLevelActionSet.to_python_code;
   - pss: for each N of --env-counts, N processes (this script with --hold), each one env after reset and
@@ -18,7 +20,7 @@ Chromium is Debian's /usr/bin/chromium: playwright.sync_api.BrowserType.launch i
 pw_chromium_kwargs does not reach the chat window's browser).
 
 Writes one JSON object to --out:
-  {"configs": {"default"|"tuned": {"slow_mo_ms", "pre_observation_delay_s", "reset_s": [...],
+  {"configs": {"default"|"tuned": {"slow_mo_ms", "pre_observation_delay_s", "reset_s": [...], "reset_step_s": [...],
    "step_s": {type: [...]}, "errors": [...]}}, "pss": [{"envs", "pss_mb_total", "pss_mb_per_env"}],
    "versions": {...}}
 Usage (inside the namespace, site on loopback):
@@ -29,7 +31,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import random
 import socket
 import statistics
 import subprocess
@@ -112,15 +116,24 @@ def script(url: str) -> list[tuple[str, object]]:
     ]
 
 
-def run_config(url: str, cfg: Config, resets: int, rounds: int) -> dict:
+def run_config(url: str, cfg: Config, resets: int, rounds: int, think_median_s: float = 0.0,
+               seed: int = 0) -> dict:
+    """Times each reset alone (reset_s) and until its first action has run (reset_step_s: reset + one
+    scroll, as `bunshin bench reset` times Bunshin), resets spaced by lognormal think times."""
     env = _make_env(url, cfg)
+    rng = random.Random(seed)
     out = {"slow_mo_ms": 1000 if cfg.slow_mo is None else cfg.slow_mo,
-           "pre_observation_delay_s": cfg.pre_observation_delay, "reset_s": [], "step_s": {}, "errors": []}
+           "pre_observation_delay_s": cfg.pre_observation_delay, "reset_s": [], "reset_step_s": [],
+           "step_s": {}, "errors": []}
     try:
         for _ in range(resets):
+            if think_median_s > 0:
+                time.sleep(min(20.0, rng.lognormvariate(math.log(think_median_s), 0.5)))
             t0 = time.perf_counter()
             env.reset()
             out["reset_s"].append(time.perf_counter() - t0)
+            env.step("scroll(0, 720)")
+            out["reset_step_s"].append(time.perf_counter() - t0)
         for _ in range(rounds):
             for kind, action in script(url):
                 if callable(action):
@@ -231,6 +244,7 @@ def main() -> int:
     ap.add_argument("--env-counts", default="1,4,8", help="env counts for PSS (empty: skip)")
     ap.add_argument("--hold", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--timeout-s", type=float, default=120.0, help="longest wait for one env process")
+    ap.add_argument("--think-median-s", type=float, default=0.0, help="median pause before each reset (lognormal)")
     a = ap.parse_args()
     url = a.url.rstrip("/")
     _patch_playwright()
@@ -243,7 +257,7 @@ def main() -> int:
     result = {"url": url, "configs": {}, "pss": [],
               "versions": {k: md.version(k) for k in ("browsergym-core", "playwright", "gymnasium")}}
     for name in [c for c in a.configs.split(",") if c]:
-        r = run_config(url, CONFIGS[name], a.resets, a.rounds)
+        r = run_config(url, CONFIGS[name], a.resets, a.rounds, a.think_median_s)
         result["configs"][name] = r
         print(name, "reset p50", round(statistics.median(r["reset_s"]), 3),
               {k: round(statistics.median(v), 3) for k, v in r["step_s"].items()}, file=sys.stderr, flush=True)

@@ -1,4 +1,4 @@
-"""The benchmark commands of the `bunshin` CLI: `bunshin bench fork|epoch|webarena|osworld|lookup` and `bunshin demo`.
+"""The benchmark commands of the `bunshin` CLI: `bunshin bench fork|epoch|webarena|osworld|reset|lookup` and `bunshin demo`.
 
 The core CLI (bunshin_gym.cli) finds them through the `bunshin.commands` entry points in pyproject.toml
 (`app` as the `bench` group, `demo` as a top-level command), so bunshin_gym never imports benchmarks.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Optional
 
 import typer
 
@@ -31,10 +32,14 @@ def bench_fork(
     rows = run(Args(out=str(out), clones=parse_ints(clones), backends=tuple(b for b in backends.split(",") if b),
                     hold_mb=hold_mb, browser=browser, settle_max_s=settle_max_s))
     typer.echo(f"{'backend':<9} {'clones':>6} {'snapshot_s':>10} {'prepare_s':>9} {'fork_p50_s':>10} "
-               f"{'memory_mb':>10} {'pss_mb':>8}")
+               f"{'critical_s':>10} {'memory_mb':>10} {'pss_mb':>8}")
     for r in rows:
+        if r["standby"]:
+            typer.echo(f"{r['backend']:<9} {'1 (standby thaw)':>38} {r['critical_path_s']:>10.3f}")
+            continue
         typer.echo(f"{r['backend']:<9} {r['clones']:>6} {r['snapshot_s']:>10.3f} {r['prepare_s']:>9.3f} "
-                   f"{r['fork_p50_s']:>10.3f} {r['memory_mb']:>10.1f} {r['pss_mb']:>8.1f}")
+                   f"{r['fork_p50_s']:>10.3f} {r['critical_path_s']:>10.3f} {r['memory_mb']:>10.1f} "
+                   f"{r['pss_mb']:>8.1f}")
     typer.echo(f"wrote {out / 'fork.json'} and {out / 'fork.png'}")
 
 
@@ -93,6 +98,27 @@ def bench_osworld(out: Path = typer.Option(Path("bench-out/osworld"), help="outp
     res = osworld_run([t for t in tasks.split(",") if t], forks, backend, str(out))
     typer.echo(json.dumps({k: v for k, v in res.items() if k != "tasks"}, indent=1))
     typer.echo(f"wrote {out / 'osworld.json'} and {out / 'osworld.png'}")
+
+
+@app.command("reset")
+def bench_reset(env: str = typer.Option("webarena", help="webarena, osworld or an env id"),
+                n: int = typer.Option(20, help="resets timed per configuration"),
+                task: Optional[str] = typer.Option(None, help="task id (default: webarena 40, osworld edit-type-unsaved)"),
+                think_median_s: float = typer.Option(1.5, help="think-time model median before each reset (s)"),
+                browsergym: str = typer.Option("auto", help="BrowserGym baseline (webarena): auto | on | off"),
+                out: Path = typer.Option(Path("bench-out/reset"), help="output directory")) -> None:
+    """Reset until the first step ran: standby clone vs CRIU restore vs BrowserGym → OUT/reset.json + .png."""
+    from benchmarks.reset_bench import Args, run
+
+    if browsergym not in ("auto", "on", "off"):
+        raise typer.BadParameter(f"--browsergym {browsergym!r}: use auto, on or off")
+    r = run(Args(env=resolve_env(env), n=n, task=task, think_median_s=think_median_s, browsergym=browsergym,
+                 out=str(out)))
+    for name, c in r["configs"].items():
+        typer.echo(f"{name:<11} p50 {c['p50_s'] * 1000:8.1f} ms  p90 {c['p90_s'] * 1000:8.1f} ms  {c['sources']}")
+    if r["standby_vs_browsergym"] is not None:
+        typer.echo(f"standby / browsergym = {r['standby_vs_browsergym']:.3f}")
+    typer.echo(f"wrote {out / 'reset.json'} and {out / 'reset.png'}")
 
 
 @app.command("lookup")

@@ -5,7 +5,7 @@ random detours, the same seeds in every configuration) with a think-time model s
 and at most `concurrency` workspaces alive. Configurations:
   base        no reuse: every step executes (each episode forks the task snapshot)
   cache       the tool-prefix tree (shared by all samples and iterations of a task)
-  spec        speculation only (selector-predicted chains run in forked workspaces while the policy thinks)
+  spec        speculation only (selector-predicted chains run on the live workspace while the policy thinks)
   cache_spec  both (the paper's "Full")
 The selector is trained on the oracle trajectories before iteration 1 (standing for an earlier epoch's
 recording) and retrained on everything recorded so far before each later iteration. Speculation is
@@ -17,6 +17,7 @@ Writes OUT/epoch.json = {"think_time", "args", "configs": {name: {"wall_s", "pea
 "hit_rate_per_iteration", "spec_accuracy", "speculations_started", "tail_steps_speculating_vs_not",
 "cpu_busy_fraction", "running_over_time", "rewards"}}} and OUT/epoch_*.png.
 Full run:  bunshin bench epoch --env webarena --tasks 4 --group 4 --iterations 3 --out bench-out/epoch
+OSWorld:   bunshin bench epoch --env osworld --tasks 2 --group 4 --iterations 2 --out bench-out/epoch-osworld
 """
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ from tqdm import tqdm
 
 import bunshin_gym  # noqa: F401 - registers the envs
 from bunshin_gym import adapter_for
-from bunshin_gym import env as bunshin_env
+from bunshin_gym.runtime import runtime
 from bunshin_gym.rollout import StochasticTracePolicy, TailSpeculation, ThinkTimeModel, run_rollouts
 from bunshin_gym.speculation import (SelectorConfig, SpecToolSelector, TailConfig, TailSelector, TimingModel, Trajectory,
                                      TrajectoryStep)
@@ -45,7 +46,7 @@ class Args:
     env: str = "BunshinWebArena-v0"
     """env id"""
     tasks: int = 4
-    """number of tasks (the env's first task of each of `tasks` families, spread over its task list)"""
+    """number of tasks (spread over the env's task list; OSWorld: Calc and Writer tasks, see pick_tasks)"""
     group: int = 4
     """GRPO group size G (samples per task per iteration)"""
     iterations: int = 3
@@ -70,8 +71,17 @@ class Args:
     """seed of the stochastic traces (same in every configuration)"""
 
 
+#: OSWorld tasks with slow tools (LibreOffice Calc/Writer: seconds per action, where reuse pays most), by family
+SLOW_TOOL_PREFIXES = ("calc-", "writer-")
+
+
 def pick_tasks(adapter, n: int) -> list[str]:
+    """n tasks spread over the env's list; for OSWorld, Calc and Writer tasks alternately (slow tools)."""
     ids = adapter.task_ids()
+    if adapter.name == "osworld":
+        families = [[t for t in ids if t.startswith(p)] for p in SLOW_TOOL_PREFIXES]
+        picked = [f[i] for i in range(max(map(len, families))) for f in families if i < len(f)]
+        return picked[:n]
     step = max(1, len(ids) // n)
     return ids[::step][:n]
 
@@ -100,7 +110,7 @@ def run(args: Args, progress: bool = True) -> dict:
 
 
 def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -> dict:
-    bunshin_env.reset_prefix_cache()
+    runtime().reset_cache()  # each configuration starts with a cold prefix cache
     use_cache, use_spec = config in ("cache", "cache_spec"), config in ("spec", "cache_spec")
     adapter = adapter_for(args.env)
     recorded = [Trajectory(t, tuple(TrajectoryStep(adapter.canonical_action(a)) for a in actions))

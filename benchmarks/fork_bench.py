@@ -6,8 +6,12 @@ N clones, let memory settle (KSM: pages_sharing stable for 5 s, at most 60 s), a
 used by source + clones above the pre-run baseline. Baseline in the same run: the `private` backend
 (plain CRIU restore) and the os.fork() floor for the same memory size.
 
-Writes OUT/fork.json (rows {"backend", "clones", "snapshot_s", "prepare_s", "fork_p50_s", "memory_mb",
-"workspace_mb", "os_fork_floor_s", "pss_mb", "workspace_pss_mb"}) and OUT/fork.png. memory_mb is host memory
+Writes OUT/fork.json (rows {"backend", "clones", "standby": false, "snapshot_s", "prepare_s", "fork_p50_s",
+"critical_path_s", "critical_path_vs_dump_plus_restore", "memory_mb", "workspace_mb", "os_fork_floor_s", "pss_mb",
+"workspace_pss_mb"}, and per backend one row {"backend", "clones": 1, "standby": true, "critical_path_s",
+"takes"}) and OUT/fork.png. critical_path_s: from the call until every clone answered its first command —
+for `standby: false` rows `Workspace.fork(n)` of the live source (one dump, then the restores in parallel),
+for the standby row a thaw of a clone the pool restored beforehand (forkcore.standby). memory_mb is host memory
 above the pre-run baseline (what the issue asks; noisy on a shared machine), pss_mb the summed PSS of
 source + clones (only this benchmark's processes).
 Full run:  bunshin bench fork --clones 1,2,4,8,16 --out bench-out/fork
@@ -28,6 +32,7 @@ from tqdm import tqdm
 from forkcore import Workspace, backend_report, host_memory_used
 from forkcore.backends import KSM_DIR, get_backend
 from forkcore.probe import probe_spec
+from forkcore.standby import StandbyPool
 
 
 @dataclass
@@ -44,6 +49,8 @@ class Args:
     """run headless Chromium (Playwright) in the workspace"""
     settle_max_s: float = 60.0
     """longest wait for memory to settle after forking (KSM merging)"""
+    standby_takes: int = 10
+    """standby clones taken (each after the pool refilled) for the standby row of each backend"""
 
 
 def _settle(backend: str, max_s: float) -> None:
@@ -75,6 +82,42 @@ def os_fork_floor(mb: int, repeats: int = 5) -> float:
         os.waitpid(pid, 0)
     region.close()
     return statistics.median(times)
+
+
+def live_fork_critical_path(ws: Workspace, n: int, backend: str) -> float:
+    """Seconds from `ws.fork(n)` (one dump, then the restores in parallel) until all n clones answered."""
+    t0 = time.monotonic()
+    clones = ws.fork(n, backend=backend)
+    try:
+        for c in clones:
+            c.call("probe.counter")
+        return time.monotonic() - t0
+    finally:
+        for c in clones:
+            c.destroy()
+
+
+def standby_row(ws: Workspace, backend: str, takes: int) -> dict:
+    """One clone of a retained snapshot with a standby ready: thaw + first answer (p50 over `takes`)."""
+    snap = ws.snapshot()
+    times = []
+    try:
+        with StandbyPool(snap, size=1, backend=backend) as pool:
+            for _ in range(takes):
+                deadline = time.monotonic() + 120
+                while pool.ready < 1 and time.monotonic() < deadline:  # the refill runs while a policy thinks
+                    time.sleep(0.05)
+                t0 = time.monotonic()
+                clone = pool.take_ready()
+                if clone is None:
+                    raise RuntimeError(f"standby pool of backend {backend} never refilled: {pool.last_error}")
+                clone.call("probe.counter")
+                times.append(time.monotonic() - t0)
+                clone.destroy()
+    finally:
+        snap.release()
+    return {"backend": backend, "clones": 1, "standby": True, "critical_path_s": round(statistics.median(times), 4),
+            "takes": takes, "snapshot_s": round(snap.dump_s, 4)}
 
 
 def run(args: Args) -> list[dict]:
@@ -121,13 +164,19 @@ def run(args: Args) -> list[dict]:
                     for c in clones:
                         c.destroy()
                     snap.release()
-                rows.append({"backend": backend, "clones": n, "snapshot_s": round(snap.dump_s, 4),
-                             "prepare_s": round(prepare_s, 4), "fork_p50_s": round(statistics.median(times), 4),
+                critical = live_fork_critical_path(ws, n, backend)
+                fork_p50 = statistics.median(times)
+                rows.append({"backend": backend, "clones": n, "standby": False, "snapshot_s": round(snap.dump_s, 4),
+                             "prepare_s": round(prepare_s, 4), "fork_p50_s": round(fork_p50, 4),
+                             "critical_path_s": round(critical, 4),
+                             "critical_path_vs_dump_plus_restore": round(critical / (snap.dump_s + fork_p50), 3),
                              "memory_mb": round(memory_mb, 1), "workspace_mb": round(workspace_mb, 1),
                              "pss_mb": round(pss_mb, 1), "workspace_pss_mb": round(workspace_pss_mb, 1),
                              "os_fork_floor_s": round(floor, 6)})
                 bar.write(json.dumps(rows[-1]))
                 time.sleep(1)
+            rows.append(standby_row(ws, backend, args.standby_takes))
+            bar.write(json.dumps(rows[-1]))
         bar.close()
     finally:
         ws.destroy()
@@ -145,15 +194,22 @@ def _plot(rows: list[dict], path: Path) -> None:
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
     for backend in sorted({r["backend"] for r in rows}):
-        rs = sorted((r for r in rows if r["backend"] == backend), key=lambda r: r["clones"])
+        rs = sorted((r for r in rows if r["backend"] == backend and not r["standby"]), key=lambda r: r["clones"])
         ax1.plot([r["clones"] for r in rs], [r["memory_mb"] for r in rs], marker="o", label=f"{backend} (host)")
         ax1.plot([r["clones"] for r in rs], [r["pss_mb"] for r in rs], marker="x", ls="--", label=f"{backend} (PSS)")
-        ax2.plot([r["clones"] for r in rs], [r["fork_p50_s"] * 1000 for r in rs], marker="o", label=backend)
+        line, = ax2.plot([r["clones"] for r in rs], [r["fork_p50_s"] * 1000 for r in rs], marker="o",
+                         label=f"{backend}: one restore")
+        ax2.plot([r["clones"] for r in rs], [r["critical_path_s"] * 1000 for r in rs], marker="s", ls="--",
+                 color=line.get_color(), label=f"{backend}: fork(n) until all answer")
+        for r in rows:
+            if r["backend"] == backend and r["standby"]:
+                ax2.scatter([1], [r["critical_path_s"] * 1000], marker="*", s=120, color=line.get_color(),
+                            label=f"{backend}: standby thaw", zorder=5)
     if rows:
         ax1.axhline(rows[0]["workspace_mb"], color="gray", ls=":", label="source workspace alone")
         ax2.axhline(rows[0]["os_fork_floor_s"] * 1000, color="gray", ls=":", label="os.fork() floor")
     ax1.set(xlabel="clones", ylabel="host memory above baseline (MB)", title="Memory: source + clones")
-    ax2.set(xlabel="clones", ylabel="restore time per clone, p50 (ms)", title="Fork latency", yscale="log")
+    ax2.set(xlabel="clones", ylabel="ms (log)", title="Fork latency", yscale="log")
     for ax in (ax1, ax2):
         ax.grid(alpha=0.3)
         ax.legend()

@@ -205,14 +205,15 @@ def browsergym_problem(a: Args) -> str | None:
     return None
 
 
-def measure_browsergym(a: Args, out: Path) -> dict:
+def measure_browsergym(a: Args, out: Path, extra: tuple[str, ...] = ()) -> dict:
+    """Run browsergym_baseline.py (with `extra` arguments) next to a fresh site in a loopback-only namespace."""
     tmp = Path(tempfile.mkdtemp(prefix="bunshin-bg-"))
     url = f"http://127.0.0.1:{a.baseline_port}"
     result_path = out / "browsergym.json"
     site = [sys.executable, "-m", "envs.webarena.site", "--db", str(tmp / "shop.db"), "--port", str(a.baseline_port)]
     base = [a.browsergym_python, str(REPO / "benchmarks" / "browsergym_baseline.py"), "--url", url,
             "--out", str(result_path), "--resets", str(a.resets), "--rounds", str(a.rounds),
-            "--env-counts", ",".join(map(str, a.env_counts)), "--configs", ",".join(a.browsergym_configs)]
+            "--env-counts", ",".join(map(str, a.env_counts)), "--configs", ",".join(a.browsergym_configs), *extra]
     script = (f"ip link set lo up; {shlex.join(site)} >{shlex.quote(str(tmp / 'site.log'))} 2>&1 & SITE=$!; "
               f"trap 'kill $SITE 2>/dev/null' EXIT; {shlex.join(base)}")
     try:

@@ -162,10 +162,10 @@ class BunshinEnv(gym.Env):
             ids = self.adapter.task_ids()
             task = self.adapter.load_task(ids[int(self.np_random.integers(len(ids)))])
         t0 = time.monotonic()
-        self._end_episode()  # stops speculation first: nothing of the old task lands in a tree after this
+        self._end_episode(background=True)  # stops speculation first: nothing of the old task lands in a tree after
         rt = runtime()
         ts = rt.task_snapshots.task(self.adapter, task, self.config.backend)
-        result = self.adapter.decode(ts.initial_raw, task)
+        result = ts.initial_result(self.adapter, task)
         readonly = self._readonly
         if self.config.cache:
             tree, store = rt.tree(task.id, ts.initial_digest, readonly, self.config.cache_dir)
@@ -229,14 +229,15 @@ class BunshinEnv(gym.Env):
 
     def close(self) -> None:
         self._end_episode()
+        runtime().reaper.flush()  # workspaces of earlier episodes are gone too when close() returns
         if self._stats_sink is not None:
             self._stats_sink.append(dict(self.spec_stats))
             self._stats_sink = None
 
-    def _end_episode(self) -> None:
+    def _end_episode(self, background: bool = False) -> None:
         ep, self.episode = self.episode, None
         if ep is not None:
-            ep.close()
+            ep.close(background)
             if not ep.done:  # an ended episode was saved when it ended
                 ep.persist()
 

@@ -247,10 +247,10 @@ class Episode:
             except OSError as e:
                 log.warning("cache store: saving task %s failed, continuing in memory: %s", self.tree.task_id, e)
 
-    def close(self) -> None:
-        """Stop speculation (joined: nothing lands in the tree after), drop the workspace."""
+    def close(self, background: bool = False) -> None:
+        """Stop speculation (joined: nothing lands in the tree after), drop the workspace (see Restorer.drop)."""
         self.speculator.stop()
-        self.restorer.drop()
+        self.restorer.drop(background)
 
     @property
     def workspace(self) -> Workspace | None:

@@ -192,9 +192,13 @@ class Restorer:
         self.drop()
         self.workspace, self.node = ws, node
 
-    def drop(self) -> None:
+    def drop(self, background: bool = False) -> None:
+        """Destroy the live workspace (on the runtime's reaper thread if `background`)."""
         self.wait_background()
         if self.workspace is not None:
-            self.workspace.destroy()
+            if background:
+                self.runtime.reaper.destroy(self.workspace)
+            else:
+                self.workspace.destroy()
         self.workspace, self.node = None, None
 

@@ -27,6 +27,14 @@ class TaskSnapshot:
     initial_raw: Any  #: the executor's answer to the reset call (the initial observation)
     build_s: float
     initial_digest: str  #: task + workspace spec + adapter settings + layers + host versions: the tree's identity
+    _decoded: Any = None
+
+    def initial_result(self, adapter: EnvAdapter, task: Task):
+        """The decoded reset answer (decoded once: the snapshot's key fixes adapter settings and task).
+        Callers must copy the observation before handing it out."""
+        if self._decoded is None:
+            self._decoded = adapter.decode(self.initial_raw, task)
+        return self._decoded
 
 
 class TaskSnapshots:
