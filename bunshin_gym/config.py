@@ -27,6 +27,7 @@ class EnvConfig:
     speculate_k: int = 3
     cache_dir: str | None = None
     step_timeout_s: float = 120.0
+    background_sync: bool = True
     adapter_kwargs: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self) -> None:

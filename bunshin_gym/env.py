@@ -44,6 +44,10 @@ class BunshinEnv(gym.Env):
             predicted next `speculate_k` calls on its workspace in the background (see below).
         speculate_k: length of a speculative chain.
         stats_sink: a list that receives this env's speculation counters when it closes (benchmarks).
+        background_sync: with the cache on, keep the live workspace in step with the episode behind the
+            policy's think time: restore it right after reset and run the calls of cache hits on it in the
+            background, so a miss after hits finds the state ready instead of restoring and replaying then
+            (costs the CPU of executing the hit calls, as cache=False would; False: restore lazily at a miss).
         step_timeout_s: RPC timeout of one executor call (an action, its replay, an evaluation). A call
             that times out is not recorded: its workspace is discarded and the step returns its error.
         diagnostics: put run-dependent details (cache hit/miss, replayed calls, backend, timings) into
@@ -103,11 +107,11 @@ class BunshinEnv(gym.Env):
                  backend: str = "auto", cache: bool = True, diagnostics: bool = False,
                  render_mode: str | None = None, selector: Any = None, speculate_k: int = 3,
                  stats_sink: list | None = None, cache_dir: str | None = None, step_timeout_s: float = 120.0,
-                 **adapter_kwargs: Any) -> None:
+                 background_sync: bool = True, **adapter_kwargs: Any) -> None:
         self.config = EnvConfig.from_kwargs(
             task_id=task_id, task_config=task_config, max_steps=max_steps, backend=backend, cache=cache,
             diagnostics=diagnostics, render_mode=render_mode, speculate_k=speculate_k, cache_dir=cache_dir,
-            step_timeout_s=step_timeout_s, **adapter_kwargs)
+            step_timeout_s=step_timeout_s, background_sync=background_sync, **adapter_kwargs)
         self.adapter = self.adapter_class(**dict(self.config.adapter_kwargs))
         given = self.config.task_id is not None or task_config is not None  # task_id=0 is a task
         self._default_task = self.adapter.load_task(self.config.task_id, task_config) if given else None
@@ -174,12 +178,15 @@ class BunshinEnv(gym.Env):
                                      readonly=readonly), None
         if tree.root.result is None:
             tree.set_root_result(CachedStep(result.observation, info={"last_action_error": ""}))
+        sync = self.config.cache and self.config.background_sync
         self.episode = Episode(rt, self.adapter, task, ts, tree, store, self.speculator, self.config.backend,
-                               self.config.step_timeout_s, self.config.cache, result.observation)
+                               self.config.step_timeout_s, self.config.cache, result.observation, sync)
         self.episode.restorer.ensure_initial_standby()
         diag: dict[str, Any] = {}
         if not self.config.cache:  # no tree to serve the first steps: the workspace is needed now
             self.episode.restorer.materialise(tree.root, diag)
+        elif sync:  # restored while the policy thinks about its first action
+            self.episode.restorer.follow(tree.root)
         info = self._info(result.last_action_error, {**diag, "reset_s": time.monotonic() - t0})
         return copy.deepcopy(result.observation), info
 

@@ -50,14 +50,15 @@ class Episode:
         speculator: the env's speculator (it outlives episodes; `close()` stops its chain).
         backend, call_timeout_s: forkcore backend of every restore; RPC timeout of every call.
         retain: whether this episode may retain snapshots in the tree (cache=True envs).
+        sync: keep the live workspace in step with cache hits in the background (`Restorer.follow`).
     """
 
     def __init__(self, runtime: Runtime, adapter: EnvAdapter, task: Task, task_snapshot: TaskSnapshot,
                  tree: PrefixTree, store: CacheStore | None, speculator: Speculator, backend: str,
-                 call_timeout_s: float, retain: bool, initial_observation: dict) -> None:
+                 call_timeout_s: float, retain: bool, initial_observation: dict, sync: bool = False) -> None:
         self.runtime, self.adapter, self.task, self.task_snapshot = runtime, adapter, task, task_snapshot
         self.tree, self.store, self.speculator = tree, store, speculator
-        self.backend, self.call_timeout_s, self.retain = backend, call_timeout_s, retain
+        self.backend, self.call_timeout_s, self.retain, self.sync = backend, call_timeout_s, retain, sync
         self.restorer = Restorer(runtime, tree, task, task_snapshot, adapter, backend, call_timeout_s)
         self.node: Node = tree.root
         self.history: list[str] = []
@@ -82,6 +83,8 @@ class Episode:
             diag["cache"] = "error"
             return CachedStep(self.with_error(msg), 0.0, False, False, {"last_action_error": msg})
         self.history, self.node = history, node
+        if diag["cache"] == "hit" and self.sync and not self.speculator.holds_workspace:
+            self.restorer.follow(node)
         return step
 
     def _advance(self, history: list[str], diag: dict) -> tuple[Node, CachedStep]:
@@ -206,16 +209,10 @@ class Episode:
             replay_s = 0.0 if want_snapshot else self.tree.replay_cost_s(ws_node)
             started = self.speculator.start(
                 self.tree, self.task.id, self.history, ws_node, self.restorer.lend, self.execute,
-                self.adapter_readonly, replay_s, diag,
+                self.tree.is_readonly, replay_s, diag,
                 before=self.restorer.snapshot_into_tree if want_snapshot else None)
         if want_snapshot and not started:
             self.restorer.snapshot_in_background()
-
-    def adapter_readonly(self, signature: str) -> bool:
-        try:
-            return self.adapter.is_read_only(signature)
-        except Exception:  # noqa: BLE001 - an unparsable signature is never read-only
-            return False
 
     # ---- fork and end --------------------------------------------------------------------------------
     def fork(self, n: int, speculators: list[Speculator]) -> list["Episode"]:
@@ -227,7 +224,7 @@ class Episode:
         out = []
         for ws, spec in zip(clones, speculators):
             e = Episode(self.runtime, self.adapter, self.task, self.task_snapshot, self.tree, self.store, spec,
-                        self.backend, self.call_timeout_s, self.retain, copy.deepcopy(self.last_obs))
+                        self.backend, self.call_timeout_s, self.retain, copy.deepcopy(self.last_obs), self.sync)
             e.history, e.node, e.elapsed_steps, e.done = list(self.history), self.node, self.elapsed_steps, self.done
             e.restorer.adopt(ws, self.node)
             out.append(e)

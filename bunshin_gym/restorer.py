@@ -3,7 +3,7 @@
 It turns a prefix-tree node into a live workspace holding that node's state (`materialise`: the tree's
 restore plan — thaw a standby clone, restore a retained snapshot or the task's initial one — then replay
 the recorded calls), retains the live state as a snapshot in the background (`snapshot_in_background`),
-and lends the workspace to the speculator and takes it back (`lend`/`adopt`). Replays are checked against
+keeps the live workspace in step with cache hits in the background (`follow`), and lends the workspace to the speculator and takes it back (`lend`/`adopt`). Replays are checked against
 the recording (`EnvAdapter.exact_fields`): a divergence raises `ReplayDiverged` for the episode to handle.
 
 Hand-off rule: whoever touches the live workspace first calls `wait_background()` (every method here
@@ -11,6 +11,7 @@ does); a lent workspace belongs to the borrower until it is adopted back or dest
 """
 from __future__ import annotations
 
+import collections
 import logging
 import threading
 import time
@@ -62,7 +63,10 @@ class Restorer:
         self.adapter, self.backend, self.call_timeout_s = adapter, backend, call_timeout_s
         self.workspace: Workspace | None = None
         self.node: Node | None = None  #: the node whose state the live workspace holds
-        self._bg: threading.Thread | None = None
+        self._bg: threading.Thread | None = None  # runs self._jobs one after another
+        self._jobs: collections.deque = collections.deque()
+        self._jobs_lock = threading.Lock()
+        self._target: Node | None = None  # where `follow` brings the live workspace
         self._standby_s = 0.02  # EWMA of a thaw + first answer
         self.stats = {"standby": 0, "snapshot": 0, "initial": 0, "replayed_calls": 0, "dropped_snapshots": 0,
                       "diverged": 0}
@@ -85,9 +89,12 @@ class Restorer:
         ExecutorError) or ReplayDiverged; then there is no live workspace.
         """
         self.wait_background()
+        return self._materialise_now(node, diag)
+
+    def _materialise_now(self, node: Node, diag: dict | None) -> int:
         if self.workspace is not None and self.node is node:
             return 0
-        self.drop()
+        self._destroy_live()
         t0 = time.monotonic()
         while True:
             with self.tree.checkout(node, standby_s=self._standby_s, has_standby=self._has_standby) as plan:
@@ -166,18 +173,63 @@ class Restorer:
             log.warning("snapshot of task %s at depth %d failed: %s", self.tree.task_id, node.depth, e)
 
     def snapshot_in_background(self) -> None:
-        """Retain the live state as a snapshot on a thread, while the policy thinks."""
-        self.wait_background()
+        """Retain the live state as a snapshot on the background thread, while the policy thinks."""
         ws, node = self.workspace, self.node
         if ws is not None and node is not None:
-            self._bg = threading.Thread(target=self.snapshot_into_tree, args=(ws, node), name="bunshin-snapshot",
-                                        daemon=True)
-            self._bg.start()
+            self._submit(lambda: self.snapshot_into_tree(ws, node))
+
+    def follow(self, target: Node) -> None:
+        """Bring the live workspace to `target` on the background thread, while the policy thinks: after cache
+        hits the episode has moved on without executing; running the same recorded calls now (or restoring,
+        if there is no live workspace) means a later miss finds the state ready instead of restoring and
+        replaying on the critical path. A replay that diverges or fails only discards the workspace."""
+        self._target = target
+        self._submit(self._follow_now)
+
+    def _follow_now(self) -> None:
+        target = self._target
+        try:
+            if self.workspace is None:
+                self._materialise_now(target, None)
+                return
+            path, n = [], target  # the calls from the live node down to the target, if it is below it
+            while n is not None and n is not self.node:
+                path.append(n)
+                n = n.parent
+            if n is None:
+                return  # the episode went elsewhere (another branch): a miss there will plan its own restore
+            parent = self.node
+            for node in reversed(path):
+                self._replay(self.workspace, parent, (node.signature,))
+                self.node = parent = node
+        except Exception as e:  # noqa: BLE001 - the foreground path restores and reports if it needs to
+            log.info("background sync of task %s stopped: %s", self.tree.task_id, e)
+            self._destroy_live()
+
+    def _submit(self, job) -> None:
+        with self._jobs_lock:
+            self._jobs.append(job)
+            if self._bg is None:
+                self._bg = threading.Thread(target=self._drain, name="bunshin-restorer", daemon=True)
+                self._bg.start()
+
+    def _drain(self) -> None:
+        while True:
+            with self._jobs_lock:
+                if not self._jobs:
+                    self._bg = None
+                    return
+                job = self._jobs.popleft()
+            job()
 
     def wait_background(self) -> None:
-        if self._bg is not None:
-            self._bg.join()
-            self._bg = None
+        """Wait until the background jobs (snapshot, follow) are done: then the live workspace is ours."""
+        while True:
+            with self._jobs_lock:
+                thread = self._bg
+            if thread is None or thread is threading.current_thread():
+                return
+            thread.join()
 
     # ---- hand-off ----------------------------------------------------------------------------------
     def lend(self) -> tuple[Workspace | None, Node | None]:
@@ -195,6 +247,9 @@ class Restorer:
     def drop(self, background: bool = False) -> None:
         """Destroy the live workspace (on the runtime's reaper thread if `background`)."""
         self.wait_background()
+        self._destroy_live(background)
+
+    def _destroy_live(self, background: bool = False) -> None:
         if self.workspace is not None:
             if background:
                 self.runtime.reaper.destroy(self.workspace)

@@ -3,7 +3,7 @@ the task snapshots, the standby pools, the reaper of discarded workspaces and th
 
 A forked child process (e.g. a worker of Gymnasium's AsyncVectorEnv) gets a fresh runtime that restores from
 its parent's task snapshots but owns none of them: it never releases them, nor takes the parent's frozen
-clones, nor writes to its trees.
+clones, nor writes to its trees; it keeps no standby clones of its own.
 """
 from __future__ import annotations
 
@@ -253,8 +253,12 @@ def runtime() -> Runtime:
     global _RUNTIME
     with _RUNTIME_LOCK:
         if _RUNTIME is None or _RUNTIME.pid != os.getpid():
-            parent, _RUNTIME = _RUNTIME, Runtime()
-            if parent is not None:  # forked: fork the parent's task snapshots, own nothing else of it
+            parent = _RUNTIME
+            if parent is None:
+                _RUNTIME = Runtime()
+            else:  # forked: restore from the parent's task snapshots, own nothing else of it, and keep no
+                # frozen clones (a worker process ends with os._exit: nothing would destroy them)
+                _RUNTIME = Runtime(standby_budget_bytes=0)
                 _RUNTIME.task_snapshots = parent.task_snapshots.borrowed()
             atexit.register(_RUNTIME.close)
         return _RUNTIME

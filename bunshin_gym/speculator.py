@@ -121,6 +121,11 @@ class Speculator:
             diag["speculation_match"] = False
         # EXHAUSTED: the chain ran out; keep its workspace for adoption at the next miss
 
+    @property
+    def holds_workspace(self) -> bool:
+        """Whether a chain (running or finished, not yet adopted) holds the episode's live workspace."""
+        return self._run is not None
+
     def take_workspace(self, node: Node) -> Workspace | None:
         """The finished chain's workspace if it holds `node`'s state (the speculation is over after)."""
         run = self._run

@@ -22,15 +22,31 @@ def _v2_root() -> Path | None:
 class Freezer:
     """One freezer cgroup per workspace: join(pid), freeze(), thaw(), remove()."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, create: bool = True) -> None:
+        self.path, self.v1 = self.parent() / name, (_V1 / "freezer.state").exists() or (_V1 / "tasks").exists()
+        if create:
+            self.path.mkdir(parents=True, exist_ok=True)
+
+    @staticmethod
+    def parent() -> Path:
+        """The cgroup directory holding every workspace's freezer cgroup."""
         if (_V1 / "freezer.state").exists() or (_V1 / "tasks").exists():
-            self.path, self.v1 = _V1 / "bunshin" / name, True
-        elif (root := _v2_root()) is not None:
-            self.path, self.v1 = root / "bunshin" / name, False
-        else:
-            raise KernelFeatureMissing("no cgroup freezer: mount the v1 freezer at /sys/fs/cgroup/freezer "
-                                       "or cgroup v2 at /sys/fs/cgroup")
-        self.path.mkdir(parents=True, exist_ok=True)
+            return _V1 / "bunshin"
+        if (root := _v2_root()) is not None:
+            return root / "bunshin"
+        raise KernelFeatureMissing("no cgroup freezer: mount the v1 freezer at /sys/fs/cgroup/freezer "
+                                   "or cgroup v2 at /sys/fs/cgroup")
+
+    @classmethod
+    def existing(cls) -> list["Freezer"]:
+        """Every workspace freezer cgroup on this host (forkcore's gc sweeps the orphaned ones)."""
+        try:
+            parent = cls.parent()
+        except KernelFeatureMissing:
+            return []
+        if not parent.is_dir():
+            return []
+        return [cls(d.name, create=False) for d in sorted(parent.iterdir()) if d.is_dir()]
 
     def join(self, pid: int) -> None:
         (self.path / "cgroup.procs").write_text(str(pid))

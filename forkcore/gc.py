@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from . import paths
+from .cgroups import Freezer
 
 
 def _mounted_under(root: Path) -> list[str]:
@@ -26,6 +27,16 @@ def _alive(pid_file: Path) -> bool:
         return Path(f"/proc/{int(pid_file.read_text())}").exists()
     except (OSError, ValueError):
         return False
+
+
+def _kill_cgroup(name: str, log: list[str]) -> None:
+    fz = Freezer(name, create=False)
+    if not fz.path.is_dir():
+        return
+    if fz.pids():
+        fz.kill_all()
+        log.append(f"killed the processes left in cgroup {fz.path}")
+    fz.remove()
 
 
 def collect() -> list[str]:
@@ -52,10 +63,15 @@ def collect() -> list[str]:
                     if not Path(f"/proc/{pid}").exists():
                         break
                     time.sleep(0.01)
+            _kill_cgroup(d.name, log)  # a frozen (standby) clone ignores SIGKILL until thawed
             for m in _mounted_under(d):
                 libc.umount2(m.encode(), 2)
             shutil.rmtree(d, ignore_errors=True)
             log.append(f"removed workspace state {d}")
+    live = {d.name for d in ws_root.iterdir()} if ws_root.is_dir() else set()
+    for fz in Freezer.existing():  # cgroups whose workspace state is gone (a process killed mid-destroy)
+        if fz.path.name not in live:
+            _kill_cgroup(fz.path.name, log)
     snap_root = paths.STATE_DIR / "snapshots"
     if snap_root.is_dir():
         for d in snap_root.iterdir():

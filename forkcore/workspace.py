@@ -561,9 +561,10 @@ class Snapshot:
         ws_dir = paths.STATE_DIR / "ws" / ws_id
         # CRIU runs in the clone's cgroup, so every task it forks is there too: a failed or hung restore is
         # killed whole, whatever namespaces its half-restored tasks already entered.
-        freezer = Freezer(ws_id)
         for sub in ("upper", "work", "merged"):
             (ws_dir / sub).mkdir(parents=True)
+        (ws_dir / "owner.pid").write_text(str(os.getpid()))  # before anything gc could take for an orphan
+        freezer = Freezer(ws_id)
         _mount_overlay(self.lowers, ws_dir / "upper", ws_dir / "work", ws_dir / "merged")
         pidfile = ws_dir / "init.pid"
         log = ws_dir / "restore.log"
@@ -584,7 +585,6 @@ class Snapshot:
                                     f"(exit {r.returncode}{': ' + r.stderr.strip()[-300:] if r.stderr else ''}):\n"
                                     f"{criu.log_tail(log)}\nfull log: {keep}", str(keep))
             init_pid = int(pidfile.read_text())
-            (ws_dir / "owner.pid").write_text(str(os.getpid()))
         except BaseException:
             freezer.kill_all()
             freezer.remove()

@@ -419,3 +419,42 @@ def test_a_restore_stopped_midway_leaves_no_process_behind(snapshot, monkeypatch
             left.append(cmd[:120])
     assert not left, left
     assert set((paths.STATE_DIR / "ws").iterdir()) == dirs_before, "the clone's state dir is removed"
+
+
+_FREEZE_AND_VANISH = """
+import os, sys
+from forkcore import Workspace
+from forkcore.probe import probe_spec
+ws = Workspace.start(probe_spec("gcorphan"))
+ws.freeze()
+print(ws.id, ws.init_pid, flush=True)
+os._exit(0)  # as a killed process or a worker ending with os._exit: nothing destroys the frozen workspace
+"""
+
+
+def test_gc_kills_a_frozen_workspace_whose_owner_is_gone():
+    """A frozen standby clone ignores SIGKILL until thawed: gc thaws its cgroup, kills it and removes it."""
+    import subprocess
+    import sys
+
+    from forkcore.cgroups import Freezer
+    from forkcore.gc import collect
+
+    out = subprocess.run([sys.executable, "-c", _FREEZE_AND_VANISH], capture_output=True, text=True, timeout=300,
+                         check=True).stdout.split()
+    ws_id, init_pid = out[0], int(out[1])
+    assert os.path.exists(f"/proc/{init_pid}") and Freezer(ws_id, create=False).pids()
+    log = collect()
+    assert any(ws_id in line for line in log), log
+    assert not Freezer(ws_id, create=False).path.exists()
+    deadline = time.monotonic() + 10
+    while os.path.exists(f"/proc/{init_pid}") and time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{init_pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    break  # dead; reaped by whichever process adopted it
+        except OSError:
+            break
+        time.sleep(0.05)
+    else:
+        assert not os.path.exists(f"/proc/{init_pid}"), "the orphaned workspace still runs"

@@ -3,7 +3,6 @@ check catches a real key collision, the live workspace is handed out only after 
 evaluations that could not run are never cached, standby clones, and the env under Gymnasium's vector modes."""
 from __future__ import annotations
 
-import hashlib
 import time
 
 import gymnasium as gym
@@ -14,27 +13,10 @@ import bunshin_gym  # noqa: F401 - registers the envs
 from bunshin_gym.cache import CacheConfig, SnapshotPolicyConfig
 from bunshin_gym.runtime import runtime
 
+from .test_webarena_gym import TASK, _digest, _run
+
 pytestmark = [pytest.mark.criu, pytest.mark.browser]
 ENV_ID = "BunshinWebArena-v0"
-TASK = "40"  # write a review: mutates the database, judged by program_html
-
-
-def _digest(obs: dict) -> tuple:
-    return (obs["url"], obs["axtree"], tuple(obs["open_pages_urls"]), obs["last_action_error"],
-            hashlib.sha256(np.ascontiguousarray(obs["screenshot"]).tobytes()).hexdigest())
-
-
-def _run(env, actions, **reset_kw):
-    obs, _ = env.reset(**reset_kw)
-    trace = [_digest(obs)]
-    for a in actions:
-        obs, r, term, trunc, _ = env.step(a)
-        trace.append((_digest(obs), r, term, trunc))
-        if term or trunc:
-            break
-    return trace
-
-
 def _oracle(task_id: str = TASK) -> list[str]:
     from envs.webarena.env import WebArenaAdapter
 
@@ -68,7 +50,7 @@ def test_the_live_workspace_is_handed_out_only_after_its_background_snapshot(ret
 
 def test_a_damaged_retained_snapshot_is_dropped_and_the_state_replayed(retain_all):
     actions = _oracle()[:3]
-    env = gym.make(ENV_ID, task_id=TASK, diagnostics=True)
+    env = gym.make(ENV_ID, task_id=TASK, diagnostics=True, background_sync=False)  # the miss must restore
     fresh = gym.make(ENV_ID, task_id=TASK, cache=False)
     try:
         expected = _run(fresh, actions)
@@ -101,7 +83,7 @@ def test_a_damaged_initial_snapshot_raises_reset_needed_and_reset_rebuilds_it():
     try:
         expected = _run(env, actions)
         env.close()
-        env = gym.make(ENV_ID, task_id=TASK, cache=True, diagnostics=True)
+        env = gym.make(ENV_ID, task_id=TASK, cache=True, diagnostics=True, background_sync=False)
         env.reset(options={"task_id": TASK})
         ts = env.unwrapped.episode.task_snapshot
         runtime().standby.discard(ts.snapshot)  # else a clone restored before the damage would be thawed
@@ -272,6 +254,28 @@ def test_a_reset_thaws_a_standby_clone_of_the_initial_snapshot():
         obs, r, term, trunc, _ = env.step("scroll [down]")
         trace.append((_digest(obs), r, term, trunc))
         assert trace == expected, "a thawed standby clone continues like a fresh restore"
+    finally:
+        fresh.close()
+        env.close()
+
+
+def test_after_cache_hits_a_miss_finds_the_live_workspace_in_step():
+    """background_sync: the calls served from the tree run on the live workspace while the policy thinks, so
+    the miss that follows them restores nothing on the critical path — and still equals a fresh run."""
+    actions = _oracle()[:2]
+    fresh = gym.make(ENV_ID, task_id=TASK, cache=False)
+    env = gym.make(ENV_ID, task_id=TASK, diagnostics=True)
+    try:
+        expected = _run(fresh, [*actions, "scroll [down]"])
+        _run(env, actions)  # records the two calls
+        env.reset()
+        for a in actions:
+            _, _, _, _, info = env.step(a)
+            assert info["bunshin"]["cache"] == "hit"
+            time.sleep(1.0)  # the policy thinks
+        obs, r, term, trunc, info = env.step("scroll [down]")
+        assert info["bunshin"]["cache"] == "miss" and "restore" not in info["bunshin"], info["bunshin"]
+        assert (_digest(obs), r, term, trunc) == expected[-1]
     finally:
         fresh.close()
         env.close()
