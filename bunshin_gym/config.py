@@ -2,7 +2,6 @@
 env from it whole (adapter settings and the default task included)."""
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,6 +57,3 @@ class EnvConfig:
         """Keyword arguments that rebuild an env with exactly this config."""
         out = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "adapter_kwargs"}
         return {**out, **dict(self.adapter_kwargs)}
-
-    def describe(self) -> str:
-        return json.dumps(self.kwargs(), sort_keys=True, default=str)

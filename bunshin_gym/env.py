@@ -300,7 +300,8 @@ class BunshinEnv(gym.Env):
                                 "elapsed_steps": ep.elapsed_steps if ep else 0}
         if self.config.diagnostics:
             ws = ep.workspace if ep else None
-            info["bunshin"] = {"backend": ws.backend if ws else None, "standby": runtime().standby.stats(), **diag}
+            info["bunshin"] = {"backend": ws.backend if ws else None, "standby": runtime().standby.stats(),
+                               "restores": dict(ep.restorer.stats) if ep else {}, **diag}
         return info
 
 

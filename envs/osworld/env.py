@@ -46,7 +46,9 @@ Reuse and timing: desktop actions are timing-based and the desktop has no fixed 
 the same actions are the same only up to pixels: ``accessibility_tree``, ``terminal``, ``instruction`` and
 ``last_action_error`` must match exactly between a fresh, cached, forked and speculated run (the adapter's
 ``exact_fields``), the ``screenshot`` may differ (a frame caught mid-redraw; each observation waits for two
-identical grabs, up to 1 s). Replaying recorded calls checks those fields; a replay that differs drops that
+identical grabs, up to 1 s). After each action the step waits until the desktop's processes are idle (at most
+10 s) before observing, so the next action meets the same state whether it comes after a policy's think time
+or at once (speculation, replay). Replaying recorded calls checks those fields; a replay that differs drops that
 part of the prefix tree (``info["bunshin"]["diverged"]``) and the calls are executed again.
 
 Version history: v0 — first release.

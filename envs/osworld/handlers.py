@@ -43,6 +43,8 @@ DISPLAY = 0
 #: BUNSHIN_DESKTOP marker of the desktop's services and apps inside a workspace.
 MARKER = "osworld"
 HOME = VM_HOME
+#: after an action, wait at most this long for the desktop's processes to go idle (< 12% CPU for 0.25 s)
+STEP_IDLE_TIMEOUT_S = 10.0
 
 
 def _png_b64(arr) -> str:
@@ -118,6 +120,9 @@ class _Runtime:
             self.a11y = bool(a11y)
         r = execute(self.session, action, action_space or self.action_space)
         t0 = time.monotonic()
+        # Observe a quiescent desktop: the next action then meets the same state however long the policy
+        # thought (a speculated, replayed or cached call runs with no think time before it).
+        self.session.wait_idle(timeout=STEP_IDLE_TIMEOUT_S, window=0.25, max_ticks=3)
         out = self._obs()
         kind = r.action.kind if r.action is not None else None
         out.update(last_action_error=r.error, done=r.done, answer=kind if r.done else None,
