@@ -1,5 +1,6 @@
 """Both envs under every Gymnasium vectorization mode (sync, async with shared memory, vector_entry_point),
-made the way a user of any vector wrapper makes them, give the same batched observations; the fork-first
+made the way a user of any vector wrapper makes them, give the same batched observations (every key for
+WebArena; OSWorld's exact_fields: its screenshots may differ by a redraw, see envs/osworld/env.py); the fork-first
 vector env's `fork_from` reset honours seeds and keeps the sub-envs' info keys."""
 from __future__ import annotations
 
@@ -14,9 +15,12 @@ import bunshin_gym  # noqa: F401 - registers the envs
 pytestmark = [pytest.mark.criu]
 
 
-def _batch_digest(obs: dict) -> dict:
+def _batch_digest(obs: dict, keys=None) -> dict:
+    """The batched observation's keys that must match across runs (the adapter's exact_fields; all if None)."""
     out = {}
     for k, v in obs.items():
+        if keys is not None and k not in keys:
+            continue
         if isinstance(v, np.ndarray):
             out[k] = (v.shape, hashlib.sha256(np.ascontiguousarray(v).tobytes()).hexdigest())
         else:
@@ -25,14 +29,18 @@ def _batch_digest(obs: dict) -> dict:
 
 
 def _run(env_id: str, mode: str, actions: list, **kw):
+    from bunshin_gym import adapter_for
+
+    keys = adapter_for(env_id).exact_fields
     venv = gym.make_vec(env_id, num_envs=2, vectorization_mode=mode, **kw)
     try:
         obs, info = venv.reset(seed=0)
-        trace = [_batch_digest(obs)]
+        trace = [_batch_digest(obs, keys)]
         assert list(info["task_id"]) == [kw["task_id"]] * 2
         for a in actions:
             obs, r, term, trunc, info = venv.step(a)
-            trace.append((_batch_digest(obs), list(r), list(term), list(trunc), list(info["elapsed_steps"])))
+            assert obs["screenshot"].shape[0] == 2
+            trace.append((_batch_digest(obs, keys), list(r), list(term), list(trunc), list(info["elapsed_steps"])))
         return trace
     finally:
         venv.close()
