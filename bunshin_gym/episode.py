@@ -3,7 +3,9 @@
 A step is looked up in the tree by the whole action history (hit: the recorded result, nothing runs);
 a miss claims the call (single flight across envs), materialises the live workspace at the parent state
 through the `Restorer`, executes, and records the result. The episode also evaluates (terminal steps and
-truncation), retains states the snapshot policy picks, starts speculation and forks itself.
+truncation), retains states the snapshot policy picks, starts speculation, keeps the live workspace in step
+with cache hits in the background, and forks itself. A replay that no longer gives what was recorded (a
+timing-dependent app) drops that part of the tree and the calls are executed again.
 
 Failures (BunshinRL's "a cache hit must mean the same thing as executing"): nothing that failed is ever
 recorded or left in the history. A handler error or a timed-out / unreachable executor comes back as
@@ -15,6 +17,7 @@ from __future__ import annotations
 import copy
 import logging
 import time
+
 import gymnasium as gym
 
 from forkcore import ExecutorError, ExecutorUnreachable, ForkcoreError, RestoreFailed, SnapshotError, Workspace

@@ -3,8 +3,9 @@
 It turns a prefix-tree node into a live workspace holding that node's state (`materialise`: the tree's
 restore plan — thaw a standby clone, restore a retained snapshot or the task's initial one — then replay
 the recorded calls), retains the live state as a snapshot in the background (`snapshot_in_background`),
-keeps the live workspace in step with cache hits in the background (`follow`), and lends the workspace to the speculator and takes it back (`lend`/`adopt`). Replays are checked against
-the recording (`EnvAdapter.exact_fields`): a divergence raises `ReplayDiverged` for the episode to handle.
+keeps the live workspace in step with cache hits in the background (`follow`), and lends the workspace to
+the speculator and takes it back (`lend`/`adopt`). Replays are checked against the recording
+(`EnvAdapter.exact_fields`): a divergence raises `ReplayDiverged` for the episode to handle.
 
 Hand-off rule: whoever touches the live workspace first calls `wait_background()` (every method here
 does); a lent workspace belongs to the borrower until it is adopted back or destroyed.

@@ -9,8 +9,9 @@ default, Gymnasium's). Added:
 - `reset(options={"fork_from": i, "reset_mask": m})`: the slots selected by `m` (default: all but `i`)
   other than `i` become clones of slot `i` instead of being reset; slot `i` itself is reset first if `m`
   selects it (with its seed and the other options) — e.g. GRPO: `reset(seed=s, options={"fork_from": 0,
-  "reset_mask": np.ones(G, bool), "task_id": t})` resets slot 0 to task t and forks it G-1 times. Seeds seed each clone's own random stream; each slot's
-  info has the env's usual keys (task_id, elapsed_steps, last_action_error) plus `forked_from`.
+  "reset_mask": np.ones(G, bool), "task_id": t})` resets slot 0 to task t and forks it G-1 times. Seeds
+  seed each clone's own random stream; each slot's info has the env's usual keys (task_id, elapsed_steps,
+  last_action_error) plus `forked_from`.
 
 Shapes: observations are batched per key of the single observation space — `screenshot` (num_envs, H, W, 3)
 uint8; text keys a tuple of num_envs strings; rewards (num_envs,) float64; terminations/truncations
