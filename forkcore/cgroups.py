@@ -23,7 +23,8 @@ class Freezer:
     """One freezer cgroup per workspace: join(pid), freeze(), thaw(), remove()."""
 
     def __init__(self, name: str, create: bool = True) -> None:
-        self.path, self.v1 = self.parent() / name, (_V1 / "freezer.state").exists() or (_V1 / "tasks").exists()
+        parent = self.parent()
+        self.path, self.v1 = parent / name, parent.parent == _V1
         if create:
             self.path.mkdir(parents=True, exist_ok=True)
 
