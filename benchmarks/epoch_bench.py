@@ -1,8 +1,8 @@
 """A replayed GRPO epoch in four configurations (BunshinRL Fig. 8/10/11 style).
 
 T tasks × G samples × I iterations of GRPO-like rollouts (stochastic traces: the oracle trajectory with
-random detours, the same seeds in every configuration) with a think-time model standing for LLM generation
-and at most `concurrency` workspaces alive. Configurations:
+detours shared Zipf-like across samples, the same seeds in every configuration) with a think-time model
+standing for LLM generation and at most `concurrency` workspaces alive. Configurations:
   base        no reuse: every step executes (each episode forks the task snapshot)
   cache       the tool-prefix tree (shared by all samples and iterations of a task)
   spec        speculation only (selector-predicted chains run on the live workspace while the policy thinks)
@@ -58,7 +58,9 @@ class Args:
     think_sigma: float = 0.5
     """think-time model: lognormal sigma"""
     perturb_p: float = 0.3
-    """probability that a sample takes a random detour instead of the oracle's next action"""
+    """probability that a sample takes a detour (a candidate action) instead of the oracle's next action"""
+    detour_skew: float = 1.0
+    """Zipf exponent of the detour drawn (0: uniform over the candidates; see StochasticTracePolicy)"""
     speculate_k: int = 3
     """speculative chain length"""
     tail_quantile: float = 0.75
@@ -148,7 +150,7 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
         def policy(task_id, g):
             with lock:
                 alive[0] += 1
-            return StochasticTracePolicy(oracles[task_id], args.perturb_p)
+            return StochasticTracePolicy(oracles[task_id], args.perturb_p, args.detour_skew)
 
         def done(r):
             with lock:

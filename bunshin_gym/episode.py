@@ -86,7 +86,7 @@ class Episode:
             diag["cache"] = "error"
             return CachedStep(self.with_error(msg), 0.0, False, False, {"last_action_error": msg})
         self.history, self.node = history, node
-        if diag["cache"] == "hit" and self.sync and not self.speculator.holds_workspace:
+        if diag["cache"] in ("hit", "waited") and self.sync and not self.speculator.holds_workspace:
             self.restorer.follow(node)
         return step
 
@@ -167,7 +167,10 @@ class Episode:
     def _live(self, node: Node, diag: dict | None = None) -> Workspace:
         """The live workspace in `node`'s state: the finished speculative chain's if it holds it, else
         materialised by the restorer (which first waits for a background snapshot of the live state)."""
+        t0 = time.monotonic()
         self.restorer.wait_background()
+        if diag is not None and time.monotonic() - t0 > 0.001:
+            diag["background_wait_s"] = round(time.monotonic() - t0, 4)  # a snapshot or sync still running
         if not (self.restorer.workspace is not None and self.restorer.node is node):
             ws = self.speculator.take_workspace(node)
             if ws is not None:

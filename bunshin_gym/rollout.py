@@ -8,6 +8,7 @@ execution behind it. Trajectories feed the Spec Tool Selector (see speculation/t
 """
 from __future__ import annotations
 
+import hashlib
 import random
 import threading
 import time
@@ -51,17 +52,24 @@ class TracePolicy:
 
 class StochasticTracePolicy:
     """GRPO-like divergent samples from an oracle trajectory: at each step, with probability `perturb_p`,
-    take a random candidate action of the observation instead of the oracle's next one."""
+    take a detour — a candidate action of the observation — instead of the oracle's next one.
 
-    def __init__(self, oracle: Sequence[str], perturb_p: float = 0.3) -> None:
+    Detours are drawn Zipf-like with exponent `detour_skew` over the candidates in a fixed order (by a hash of
+    the action, the same in every sample and process): as an LLM's samples do, a group's samples tend to make
+    the same few wrong choices. 0 draws them uniformly (no two samples more alike than chance)."""
+
+    def __init__(self, oracle: Sequence[str], perturb_p: float = 0.3, detour_skew: float = 1.0) -> None:
         if not 0.0 <= perturb_p <= 1.0:
             raise ValueError(f"perturb_p={perturb_p}: expected a probability in [0, 1]")
-        self.oracle, self.p, self.i = list(oracle), perturb_p, 0
+        if detour_skew < 0:
+            raise ValueError(f"detour_skew={detour_skew}: expected >= 0 (0: uniform detours)")
+        self.oracle, self.p, self.skew, self.i = list(oracle), perturb_p, detour_skew, 0
 
     def act(self, observation, env, rng) -> str:
         candidates = env.unwrapped.adapter.candidate_actions(observation)
         if self.i < len(self.oracle) - 1 and candidates and rng.random() < self.p:
-            return rng.choice(candidates)
+            ranked = sorted(candidates, key=lambda a: hashlib.sha1(a.encode()).digest())
+            return rng.choices(ranked, weights=[(r + 1) ** -self.skew for r in range(len(ranked))])[0]
         self.i += 1
         return self.oracle[min(self.i, len(self.oracle)) - 1]
 

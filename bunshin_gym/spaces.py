@@ -25,8 +25,19 @@ def unicode_charset() -> frozenset[str]:
     return frozenset(chars | {"\n", "\t", "\r", "\xa0", "\u2028", "\u2029", "\u200b", "\u200e", "\u200f"})
 
 
+@functools.lru_cache(maxsize=1)
+def _unicode_tables() -> dict[str, Any]:
+    """Gymnasium's per-instance charset tables for `unicode_charset()`, built once per process: building them
+    takes ~0.25 s of CPU (under the GIL), and every env has several text spaces."""
+    return {k: v for k, v in vars(spaces.Text(1, charset=unicode_charset())).items() if k.startswith("_char")}
+
+
 class UnicodeText(spaces.Text):
-    """`Text` over `unicode_charset()` (short repr: the charset has ~290k characters)."""
+    """`Text` over `unicode_charset()` (short repr: the charset has ~290k characters; its tables are shared)."""
+
+    def __init__(self, max_length: int, *, min_length: int = 0, seed=None) -> None:
+        super().__init__(max_length, min_length=min_length, charset="a", seed=seed)
+        vars(self).update(_unicode_tables())
 
     def __repr__(self) -> str:
         return f"UnicodeText({self.min_length}, {self.max_length})"
@@ -47,7 +58,7 @@ class TextList(spaces.Sequence):
 
 
 def any_text(max_length: int, min_length: int = 0) -> UnicodeText:
-    return UnicodeText(max_length=max_length, min_length=min_length, charset=unicode_charset())
+    return UnicodeText(max_length, min_length=min_length)
 
 
 def text_list(max_items: int, max_length: int) -> TextList:

@@ -5,4 +5,4 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh --test
 PY=/opt/bunshin/venv/bin/python
 "$PY" -m bunshin_gym.cli gc >/dev/null || true  # state left by a killed earlier run
-exec "$PY" -m pytest -ra "$@"
+exec "$PY" -m pytest -ra --durations=30 "$@"
