@@ -49,6 +49,10 @@ class StandbyPools:
         per_snapshot: frozen clones kept per snapshot ($BUNSHIN_STANDBY_PER_SNAPSHOT, default 2).
     """
 
+    #: a refill after a take waits this long, so the env's first step after a reset does not share the CPU
+    #: with the restore of the next clone (a policy thinks for seconds before it needs another)
+    REFILL_DELAY_S = 0.5
+
     def __init__(self, budget_bytes: int, per_snapshot: int) -> None:
         if per_snapshot < 0:
             raise ValueError(f"per_snapshot={per_snapshot}: expected >= 0")
@@ -73,7 +77,7 @@ class StandbyPools:
                 closing.append(self._pools.popitem(last=False)[1][0])
         for pool in closing:
             pool.close()
-        pool = StandbyPool(snapshot, size=size, backend=backend)
+        pool = StandbyPool(snapshot, size=size, backend=backend, refill_delay_s=self.REFILL_DELAY_S)
         with self._lock:
             if key in self._pools:  # another thread made one meanwhile
                 closing = [pool]

@@ -22,18 +22,24 @@ class StandbyPool:
         backend: memory backend for the clones (see Snapshot.fork).
         refill_in_background: fill (at construction too) and refill after `take()` on a thread, so the
             caller never waits for a restore it did not ask for.
+        refill_delay_s: a background refill after a take first waits this long: the taker's first commands
+            (an env's first step) run before the restore competes with them for the CPU.
     """
 
     def __init__(self, snapshot: Snapshot, size: int = 1, backend: str = "auto",
-                 refill_in_background: bool = True) -> None:
+                 refill_in_background: bool = True, refill_delay_s: float = 0.0) -> None:
         if size < 1:
             raise ValueError(f"StandbyPool(size={size}): size must be >= 1")
+        if refill_delay_s < 0:
+            raise ValueError(f"StandbyPool(refill_delay_s={refill_delay_s}): expected >= 0")
         self.snapshot = snapshot.retain()
         self.size, self.backend, self._bg = size, backend, refill_in_background
         self._frozen: list[Workspace] = []
         self._lock = threading.Lock()
         self._refill_thread: threading.Thread | None = None
         self._closed = False
+        self._closing = threading.Event()
+        self.refill_delay_s = refill_delay_s
         self.last_error: Exception | None = None
         self._refill()
 
@@ -56,14 +62,19 @@ class StandbyPool:
                     return
                 self._frozen.append(clone)
 
-    def _refill(self) -> None:
+    def _refill(self, delay_s: float = 0.0) -> None:
         if not self._bg:
             self.fill()
             return
+
+        def delayed_fill() -> None:
+            if not self._closing.wait(delay_s):
+                self.fill()
+
         with self._lock:
             if self._closed or (self._refill_thread is not None and self._refill_thread.is_alive()):
                 return
-            self._refill_thread = threading.Thread(target=self.fill, name="standby-refill", daemon=True)
+            self._refill_thread = threading.Thread(target=delayed_fill, name="standby-refill", daemon=True)
             self._refill_thread.start()
 
     @property
@@ -82,7 +93,7 @@ class StandbyPool:
             except Exception:  # noqa: BLE001 - died while frozen: discard it, the caller restores instead
                 clone.destroy()
                 clone = None
-        self._refill()
+        self._refill(self.refill_delay_s if clone is not None else 0.0)
         return clone
 
     def take(self) -> Workspace:
@@ -96,6 +107,7 @@ class StandbyPool:
         return self.take()
 
     def close(self) -> None:
+        self._closing.set()
         with self._lock:
             self._closed = True
             frozen, self._frozen = self._frozen, []

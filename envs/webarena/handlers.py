@@ -54,11 +54,11 @@ class _Runtime:
         self.episode: Episode | None = None
         self.headless = True
 
-    def _obs(self, res: dict) -> dict:
+    @staticmethod
+    def _obs(res: dict) -> dict:
         out = dict(res)
-        if self.session is not None and "screenshot" in out:
-            out.pop("screenshot")
-            out["screenshot_png"] = base64.b64encode(self.session.screenshot_png()).decode("ascii")
+        if "screenshot_png" in out:
+            out["screenshot_png"] = base64.b64encode(out["screenshot_png"]).decode("ascii")
         return out
 
     def reset(self, task: dict, viewport: list | None = None, headless: bool = True,
@@ -69,7 +69,7 @@ class _Runtime:
         if self.session is not None and headless != self.headless:
             self.close()
         if self.session is None:
-            self.session = BrowserSession()
+            self.session = BrowserSession(png_screenshots=True)
             self.session.start(self.base_url, viewport=vp, headless=headless)
             self.headless = headless
         self.session.base_url = self.base_url

@@ -181,6 +181,27 @@ def test_standby_pool_fills_in_the_background_and_hands_out_thawed_clones(snapsh
             b.destroy()
 
 
+def test_standby_refill_waits_its_delay_and_close_does_not(snapshot):
+    from forkcore.standby import StandbyPool
+
+    with pytest.raises(ValueError, match="refill_delay_s"):
+        StandbyPool(snapshot, refill_delay_s=-1)
+    pool = StandbyPool(snapshot, size=1, backend="private", refill_delay_s=60)
+    deadline = time.monotonic() + 120
+    while pool.ready < 1 and time.monotonic() < deadline:  # the first fill is not delayed
+        time.sleep(0.05)
+    ws = pool.take_ready()
+    try:
+        assert ws is not None, pool.last_error
+        time.sleep(1.5)  # a restore of this probe takes well under that
+        assert pool.ready == 0, "the refill did not wait its delay"
+    finally:
+        ws.destroy()
+        t0 = time.monotonic()
+        pool.close()
+    assert time.monotonic() - t0 < 30, "close() waited for the refill delay"
+
+
 def test_bad_input_raises_typed_errors(source, snapshot, tmp_path):
     with pytest.raises(ValueError, match="n must be"):
         snapshot.fork(0)
