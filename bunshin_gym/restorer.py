@@ -1,8 +1,8 @@
 """Restorer: the one owner of an episode's live workspace and the only code that restores one.
 
 It turns a prefix-tree node into a live workspace holding that node's state (`materialise`: the tree's
-restore plan — thaw a standby clone, restore a retained snapshot or the task's initial one — then replay
-the recorded calls), retains the live state as a snapshot in the background (`snapshot_in_background`),
+restore plan — go on from the live workspace if it is at an ancestor, thaw a standby clone, restore a
+retained snapshot or the task's initial one — then replay the recorded calls), retains the live state as a snapshot in the background (`snapshot_in_background`),
 keeps the live workspace in step with cache hits in the background (`follow`), and lends the workspace to
 the speculator and takes it back (`lend`/`adopt`). Replays are checked against the recording
 (`EnvAdapter.exact_fields`): a divergence raises `ReplayDiverged` for the episode to handle.
@@ -69,8 +69,8 @@ class Restorer:
         self._jobs_lock = threading.Lock()
         self._target: Node | None = None  # where `follow` brings the live workspace
         self._standby_s = 0.02  # EWMA of a thaw + first answer
-        self.stats = {"standby": 0, "snapshot": 0, "initial": 0, "replayed_calls": 0, "dropped_snapshots": 0,
-                      "diverged": 0}
+        self.stats = {"live": 0, "standby": 0, "snapshot": 0, "initial": 0, "replayed_calls": 0,
+                      "dropped_snapshots": 0, "diverged": 0}
 
     # ---- restore -------------------------------------------------------------------------------------
     def _has_standby(self, node: Node) -> bool:
@@ -95,11 +95,15 @@ class Restorer:
     def _materialise_now(self, node: Node, diag: dict | None) -> int:
         if self.workspace is not None and self.node is node:
             return 0
-        self._destroy_live()
         t0 = time.monotonic()
         while True:
-            with self.tree.checkout(node, standby_s=self._standby_s, has_standby=self._has_standby) as plan:
+            live = self.node if self.workspace is not None else None
+            with self.tree.checkout(node, standby_s=self._standby_s, has_standby=self._has_standby, live=live) as plan:
                 source = plan.source
+                if source == "live":  # the live workspace is at an ancestor: replaying from it is cheapest
+                    ws, self.workspace, self.node = self.workspace, None, None
+                    break
+                self._destroy_live()  # before restoring: its memory is not needed any more
                 snap = self._snapshot_at(plan.ancestor)
                 ws = self.runtime.standby.take(snap, self.backend) if source == "standby" else None
                 if ws is None:
@@ -181,28 +185,16 @@ class Restorer:
 
     def follow(self, target: Node) -> None:
         """Bring the live workspace to `target` on the background thread, while the policy thinks: after cache
-        hits the episode has moved on without executing; running the same recorded calls now (or restoring,
-        if there is no live workspace) means a later miss finds the state ready instead of restoring and
-        replaying on the critical path. A replay that diverges or fails only discards the workspace."""
+        hits the episode has moved on without executing; materialising `target` now (the tree's cheapest plan:
+        usually replaying the hit calls on the live workspace) means a later miss finds the state ready instead
+        of restoring and replaying on the critical path. A replay that diverges or fails only discards the
+        workspace."""
         self._target = target
         self._submit(self._follow_now)
 
     def _follow_now(self) -> None:
-        target = self._target
         try:
-            if self.workspace is None:
-                self._materialise_now(target, None)
-                return
-            path, n = [], target  # the calls from the live node down to the target, if it is below it
-            while n is not None and n is not self.node:
-                path.append(n)
-                n = n.parent
-            if n is None:
-                return  # the episode went elsewhere (another branch): a miss there will plan its own restore
-            parent = self.node
-            for node in reversed(path):
-                self._replay(self.workspace, parent, (node.signature,))
-                self.node = parent = node
+            self._materialise_now(self._target, None)
         except Exception as e:  # noqa: BLE001 - the foreground path restores and reports if it needs to
             log.info("background sync of task %s stopped: %s", self.tree.task_id, e)
             self._destroy_live()

@@ -158,7 +158,10 @@ def keep_log(src: Path, dst: Path, max_bytes: int = 8 << 20) -> None:
 
 #: CRIU errors of a dump that seized a process in the middle of its exit: nothing is wrong with the tree, a
 #: new dump succeeds once the process is gone (CRIU leaves a --leave-running tree running on failure).
-_EXITING_TASK_ERRORS = ("Unseizable non-zombie", "Zombies with threads are not supported")
+#: dump errors of a tree that changed while CRIU seized it: a process exiting, or a unix socket closed between
+#: CRIU's socket listing and its walk of the processes' files (Chromium opens and closes them all the time)
+_RACED_DUMP_ERRORS = (re.compile(r"Unseizable non-zombie|Zombies with threads are not supported"),
+                      re.compile(r"unix: Unix socket \d+ not found"))
 
 
 def _log_end(path: Path, max_bytes: int = 4 << 20) -> list[str] | None:
@@ -171,9 +174,9 @@ def _log_end(path: Path, max_bytes: int = 4 << 20) -> list[str] | None:
         return None
 
 
-def dump_failed_on_exiting_task(log_path: Path) -> bool:
-    """True if the dump in `log_path` failed only because a process was exiting while it was seized."""
-    return any(e in line for line in _log_end(log_path) or () for e in _EXITING_TASK_ERRORS)
+def dump_raced(log_path: Path) -> bool:
+    """True if the dump in `log_path` failed only because the tree changed while it was seized (a retry works)."""
+    return any(e.search(line) for line in _log_end(log_path) or () for e in _RACED_DUMP_ERRORS)
 
 
 def log_tail(path: Path, lines: int = 25) -> str:

@@ -315,12 +315,12 @@ class Workspace:
                     raise SnapshotError(f"criu dump of {self.id} timed out after {e.timeout}s",
                                         str(images / "dump.log"))
                 dump_s = time.monotonic() - t0
-                if r.returncode == 0 or attempt == DUMP_ATTEMPTS or not criu.dump_failed_on_exiting_task(
+                if r.returncode == 0 or attempt == DUMP_ATTEMPTS or not criu.dump_raced(
                         images / "dump.log"):
                     break
-                # A process exited while CRIU seized the tree (e.g. a Chromium helper): the dump left the
-                # tree running; take it again from scratch.
-                log.info("criu dump of %s raced an exiting process (attempt %d); retrying", self.id, attempt)
+                # A process exited or a socket closed while CRIU seized the tree (e.g. a Chromium helper): the
+                # dump left the tree running; take it again from scratch.
+                log.info("criu dump of %s raced a changing process tree (attempt %d); retrying", self.id, attempt)
                 shutil.rmtree(layer, ignore_errors=True)
                 for f in images.iterdir():
                     f.unlink()

@@ -48,7 +48,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any
 
 from .errors import ClaimStateError, ForeignNodeError, MissExecutionError, SingleFlightTimeout
 from .retention import (
@@ -203,9 +203,10 @@ class RestorePlan:
     ``calls`` (BunshinRL: replaying a few cheap calls often beats restoring a deeper snapshot).
 
     Attributes:
-        source: ``"standby"`` (thaw a frozen clone already restored from ``ancestor``'s state),
-            ``"snapshot"`` (restore ``ancestor``'s retained snapshot) or ``"initial"`` (restore the task's
-            initial snapshot; ``ancestor`` is the root).
+        source: ``"live"`` (go on from the live workspace, which holds ``ancestor``'s state), ``"standby"``
+            (thaw a frozen clone already restored from ``ancestor``'s state), ``"snapshot"`` (restore
+            ``ancestor``'s retained snapshot) or ``"initial"`` (restore the task's initial snapshot;
+            ``ancestor`` is the root).
         ancestor: the node started from.
         handle: ``ancestor``'s retained snapshot handle (``None`` at the root); pinned inside `checkout`.
         calls: stateful signatures to replay after it, in order.
@@ -571,13 +572,16 @@ class PrefixTree:
             return total
 
     def plan(self, node: Node, *, restore_s: float | None = None, initial_s: float | None = None,
-             standby_s: float = 0.02, has_standby: Callable[[Node], bool] | None = None) -> RestorePlan:
-        """The one restore planner: cheapest of thawing a standby clone (``has_standby(n)``), restoring a
-        retained snapshot, or restoring the initial state, at ``node`` or an ancestor, each followed by
-        replaying the recorded calls down to ``node``. Touches the chosen snapshot (LRU). Use `checkout` to
-        act on the plan: it pins the snapshot so eviction cannot release it mid-restore.
+             standby_s: float = 0.02, has_standby: Callable[[Node], bool] | None = None,
+             live: Node | None = None) -> RestorePlan:
+        """The one restore planner: cheapest of going on from the live workspace (at ``live``), thawing a
+        standby clone (``has_standby(n)``), restoring a retained snapshot, or restoring the initial state, at
+        ``node`` or an ancestor, each followed by replaying the recorded calls down to ``node``. Touches the
+        chosen snapshot (LRU). Use `checkout` to act on the plan: it pins the snapshot so eviction cannot
+        release it mid-restore.
 
         Args:
+            live: the node whose state a live workspace holds (free to start from if it is an ancestor).
             restore_s: cost of restoring a retained snapshot (default: the policy's EWMA ``est_restore_s``).
             initial_s: cost of restoring the initial state (default: ``restore_s``).
             standby_s: cost of thawing a standby clone.
@@ -597,6 +601,8 @@ class PrefixTree:
             replay = 0.0
             n: Node = node
             while True:
+                if n is live:
+                    consider(replay, "live", n)
                 retained = n.snapshot is not None or n.parent is None
                 if retained and has_standby is not None and has_standby(n):
                     consider(standby_s + replay, "standby", n)

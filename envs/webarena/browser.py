@@ -231,8 +231,16 @@ class BrowserSession:
             pass
 
     def _mark(self, page, force: bool) -> None:
-        if force or not page.evaluate(_IS_MARKED_JS):
-            page.evaluate(_MARK_JS)
+        for attempt in range(3):
+            try:
+                if force or not page.evaluate(_IS_MARKED_JS):
+                    page.evaluate(_MARK_JS)
+                return
+            except Exception as e:  # noqa: BLE001 - Playwright's Error: the document changed under us
+                # A navigation committed meanwhile (e.g. the error page of a blocked goto): number the new one.
+                if "Execution context was destroyed" not in str(e) or attempt == 2:
+                    raise
+                self._settle(page)
 
     def observe(self) -> dict:
         """Observe the active tab.

@@ -406,7 +406,7 @@ def test_dump_retries_when_a_process_is_caught_mid_exit(tmp_path, caplog):
         with caplog.at_level(logging.INFO, logger="forkcore"):
             snap = ws.snapshot()
         try:
-            assert any("raced an exiting process" in r.message for r in caplog.records), "the first dump met it"
+            assert any("raced a changing process tree" in r.message for r in caplog.records), "the first dump met it"
             with snap.fork(1, backend="private")[0] as c:
                 assert c.exec([sys.executable, "-c", "print(6 * 7)"])["stdout"] == "42\n"
         finally:
@@ -479,3 +479,14 @@ def test_gc_kills_a_frozen_workspace_whose_owner_is_gone():
         time.sleep(0.05)
     else:
         assert not os.path.exists(f"/proc/{init_pid}"), "the orphaned workspace still runs"
+
+
+def test_a_dump_that_raced_a_changing_tree_is_recognised_for_a_retry(tmp_path):
+    from forkcore import criu
+
+    log = tmp_path / "dump.log"
+    for line, raced in (("(00.186831) Error (criu/sk-unix.c:351): unix: Unix socket 11481842 not found", True),
+                        ("(00.1) Error (criu/seize.c:1): Unseizable non-zombie 42 found, state D", True),
+                        ("(00.1) Error (criu/mount.c:1): mnt: Can't dump ns with unsupported mounts", False)):
+        log.write_text(f"(00.0) Dumping\n{line}\n(00.2) Error (criu/cr-dump.c:2111): Dumping FAILED.\n")
+        assert criu.dump_raced(log) is raced, line

@@ -315,6 +315,11 @@ def test_plan_prefers_replaying_cheap_calls_and_takes_a_ready_standby():
     p = t.plan(c, initial_s=1.0)
     assert (p.source, p.ancestor, p.calls, p.est_s) == ("initial", t.root, ("a", "b", "c"), pytest.approx(11.5))
     assert t.plan(c, initial_s=1.0, has_standby=lambda n: True).source == "standby"
+    # a live workspace at an ancestor replays from there, unless a restore nearer the node is cheaper
+    assert (t.plan(c, live=b).source, t.plan(c, live=b).calls) == ("live", ("c",))
+    t.attach_snapshot(b, Handle(1))
+    assert (t.plan(c, live=t.root).source, t.plan(c, live=t.root).ancestor) == ("snapshot", b)
+    assert t.plan(a, live=c).source == "initial"  # a live workspace below the node is no start
 
 
 def test_forget_drops_a_subtree_its_snapshots_and_its_hits():

@@ -166,18 +166,18 @@ def test_a_timed_out_step_is_not_recorded_and_the_episode_goes_on():
     history, and the next step continues from the state before it."""
     env = gym.make(ENV_ID, task_id=TASK, step_timeout_s=6.0, diagnostics=True)
     fresh = gym.make(ENV_ID, task_id=TASK, cache=False)
-    hang = "goto [http://127.0.0.1:7790/]"  # a socket that accepts and never answers, inside the workspace
+    hang = "goto [http://127.0.0.1:7770/?never-answered]"  # the site is stopped (SIGSTOP) before it
     try:
         expected = _run(fresh, ["scroll [down]", "scroll [down]"])
         env.reset()
         env.step("scroll [down]")
         ws = env.unwrapped.live_workspace()
-        ws.exec(["sh", "-c", "nohup python3 -c 'import socket,time; s=socket.socket(); "
-                 "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind((\"127.0.0.1\", 7790)); "
-                 "s.listen(); c=s.accept(); time.sleep(600)' >/dev/null 2>&1 &"])
-        time.sleep(0.5)
+        # (another origin would not do: the browser aborts requests that leave the site at once)
+        stopped = ws.exec(["sh", "-c", "for p in /proc/[0-9]*; do grep -q 'envs[.]webarena[.]site' $p/cmdline "
+                           "2>/dev/null && kill -STOP ${p#/proc/} && echo ${p#/proc/}; done"])
+        assert stopped["stdout"].split(), stopped
         obs, r, term, trunc, info = env.step(hang)
-        assert info["bunshin"]["cache"] == "error" and info["last_action_error"], info
+        assert info["bunshin"]["cache"] == "error" and info["last_action_error"].startswith("ExecutorUnreachable"), info
         assert env.unwrapped.history == [env.unwrapped.adapter.canonical_action("scroll [down]")]
         tree = env.unwrapped.episode.tree
         assert not tree.lookup(env.unwrapped.history + [env.unwrapped.adapter.canonical_action(hang)],
@@ -279,3 +279,26 @@ def test_after_cache_hits_a_miss_finds_the_live_workspace_in_step():
     finally:
         fresh.close()
         env.close()
+
+
+def test_a_miss_below_hits_replays_on_the_live_workspace_instead_of_restoring():
+    """The restore planner's cheapest start can be the live workspace itself: here it is one call behind the
+    episode (another env recorded that call), so the miss replays one call on it — and equals a fresh run."""
+    a1, a2 = _oracle()[:2]
+    fresh = gym.make(ENV_ID, task_id=TASK, cache=False)
+    env = gym.make(ENV_ID, task_id=TASK, diagnostics=True, background_sync=False)
+    other = gym.make(ENV_ID, task_id=TASK)
+    try:
+        runtime().reset_cache()
+        expected = _run(fresh, [a1, a2, "scroll [down]"])
+        env.reset()
+        assert env.step(a1)[4]["bunshin"]["cache"] == "miss"  # env's live workspace holds a1's state
+        _run(other, [a1, a2])  # records a2 below it
+        assert env.step(a2)[4]["bunshin"]["cache"] == "hit"
+        obs, r, term, trunc, info = env.step("scroll [down]")
+        assert info["bunshin"]["cache"] == "miss"
+        assert info["bunshin"]["restore"]["source"] == "live" and info["bunshin"]["restore"]["replayed"] == 1
+        assert (_digest(obs), r, term, trunc) == expected[-1]
+    finally:
+        for e in (fresh, env, other):
+            e.close()

@@ -143,3 +143,15 @@ def test_program_html_evaluation_leaves_agent_tabs_alone(site, browser):
     assert after["open_pages_urls"] == before["open_pages_urls"]
     assert after["url"] == before["url"]
     assert np.array_equal(after["screenshot"], before["screenshot"])
+
+
+def test_a_goto_off_the_site_is_blocked_and_the_page_still_observes(fresh):
+    """Requests that leave the site are aborted; the error page that commits right after must not break the
+    observation (it raced with numbering the elements: 'Execution context was destroyed')."""
+    fresh.goto("/product/5")
+    for _ in range(3):
+        err = fresh.execute("goto [http://127.0.0.1:9/]")
+        assert "ERR_FAILED" in err, err
+        obs = fresh.observe()
+        assert obs["screenshot"].shape == (720, 1280, 3) and isinstance(obs["axtree"], str)
+        fresh.goto("/product/5")
