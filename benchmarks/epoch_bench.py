@@ -15,7 +15,8 @@ Rewards must be identical across configurations: the cache and speculation may c
 
 Writes OUT/epoch.json = {"think_time", "args", "configs": {name: {"wall_s", "peak_memory_mb",
 "hit_rate_per_iteration", "spec_accuracy", "speculations_started", "tail_steps_speculating_vs_not",
-"cpu_busy_fraction", "running_over_time", "rewards"}}} and OUT/epoch_*.png.
+"cpu_busy_fraction", "running_over_time", "rewards", "actions" (each rollout's, in the order of "rewards")}}}
+and OUT/epoch_*.png.
 Full run:  bunshin bench epoch --env webarena --tasks 4 --group 4 --iterations 3 --out bench-out/epoch
 OSWorld:   bunshin bench epoch --env osworld --tasks 2 --group 4 --iterations 2 --out bench-out/epoch-osworld
 """
@@ -136,7 +137,7 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
 
     mon = threading.Thread(target=sampler, daemon=True)
     mon.start()
-    hit_rates, rewards, matched, predicted, started, tail_steps = [], [], 0, 0, 0, [0, 0]
+    hit_rates, rewards, actions, matched, predicted, started, tail_steps = [], [], [], 0, 0, 0, [0, 0]
     bar = tqdm(total=args.iterations * len(tasks) * args.group, desc=config, unit="rollout", disable=not progress)
     for it in range(args.iterations):
         selector = tail = None
@@ -165,6 +166,7 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
         steps = sum(len(r.steps) for r in rollouts)
         hit_rates.append(round(sum(r.hits for r in rollouts) / max(1, steps), 4))
         rewards += [r.reward for r in rollouts]
+        actions += [r.actions for r in rollouts]
         for s in envs_stats:
             matched += s["matched"]
             predicted += s["matched"] + s["aborted"]
@@ -181,7 +183,8 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
             "spec_accuracy": round(matched / predicted, 4) if use_spec and predicted else None,
             "speculations_started": started if use_spec else None,
             "tail_steps_speculating_vs_not": tail_steps if use_spec else None,
-            "cpu_busy_fraction": round(busy / max(total, 1), 3), "running_over_time": running, "rewards": rewards}
+            "cpu_busy_fraction": round(busy / max(total, 1), 3), "running_over_time": running, "rewards": rewards,
+            "actions": actions}
 
 
 def _cpu_times() -> tuple[int, int]:
