@@ -2,10 +2,11 @@
 
 It turns a prefix-tree node into a live workspace holding that node's state (`materialise`: the tree's
 restore plan — go on from the live workspace if it is at an ancestor, thaw a standby clone, restore a
-retained snapshot or the task's initial one — then replay the recorded calls), retains the live state as a snapshot in the background (`snapshot_in_background`),
-keeps the live workspace in step with cache hits in the background (`follow`), and lends the workspace to
-the speculator and takes it back (`lend`/`adopt`). Replays are checked against the recording
-(`EnvAdapter.exact_fields`): a divergence raises `ReplayDiverged` for the episode to handle.
+retained snapshot or the task's initial one — then replay the recorded calls), retains the live state as a
+snapshot in the background (`snapshot_in_background`), keeps the live workspace in step with cache hits in
+the background (`follow`), and lends the workspace to the speculator and takes it back (`lend`/`adopt`).
+Replays are checked against the recording (`EnvAdapter.exact_fields`): a divergence raises `ReplayDiverged`
+for the episode to handle.
 
 Hand-off rule: whoever touches the live workspace first calls `wait_background()` (every method here
 does); a lent workspace belongs to the borrower until it is adopted back or destroyed.
@@ -98,7 +99,8 @@ class Restorer:
         t0 = time.monotonic()
         while True:
             live = self.node if self.workspace is not None else None
-            with self.tree.checkout(node, standby_s=self._standby_s, has_standby=self._has_standby, live=live) as plan:
+            with self.tree.checkout(node, standby_s=self._standby_s, has_standby=self._has_standby,
+                                    live=live) as plan:
                 source = plan.source
                 if source == "live":  # the live workspace is at an ancestor: replaying from it is cheapest
                     ws, self.workspace, self.node = self.workspace, None, None

@@ -59,12 +59,14 @@ class Speculator:
         preds = self.selector.predict_chain(history, self.k, task_id)
         if not preds:
             return False
-        # Expected value of running ahead: a match hides the call's execution; a mismatch costs a restore
-        # plus the replay from the nearest retained snapshot.
+        # Expected value of running ahead: a match hides the call's execution (what it cost elsewhere in the
+        # tree; unknown: what the last call cost); a mismatch costs a restore plus the replay from the nearest
+        # retained snapshot.
         p = preds[0].prob
+        exec_s = tree.expected_cost_s(preds[0].signature, node.cost_s)
         mismatch_s = tree.policy.est_restore_s + replay_s
-        if p * node.cost_s <= (1.0 - p) * mismatch_s:
-            diag["speculation"] = {"skipped": f"p={p:.2f} x exec {node.cost_s:.2f}s <= {1 - p:.2f} x mismatch "
+        if p * exec_s <= (1.0 - p) * mismatch_s:
+            diag["speculation"] = {"skipped": f"p={p:.2f} x exec {exec_s:.2f}s <= {1 - p:.2f} x mismatch "
                                               f"{mismatch_s:.2f}s"}
             return False
         calls = [pr.signature for pr in preds if not readonly(pr.signature)]

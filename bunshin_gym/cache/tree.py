@@ -354,6 +354,7 @@ class PrefixTree:
         self._sides = 0
         self._max_depth = 0
         self._lookups = self._hits = self._records = self._coalesced = 0
+        self._signature_costs: dict[str, tuple[float, int]] = {}  # signature -> (total s, executions)
 
     # -- read-only annotation ------------------------------------------------------------------------
     def is_readonly(self, signature: str) -> bool:
@@ -452,6 +453,8 @@ class PrefixTree:
                 child = Node(self, parent, signature, result, cost_s, node_key(parent.key, signature))
                 parent.children[signature] = child
                 self._nodes += 1
+                total, n = self._signature_costs.get(signature, (0.0, 0))
+                self._signature_costs[signature] = (total + cost_s, n + 1)
                 if child.depth > self._max_depth:
                     self._max_depth = child.depth
             return child
@@ -560,6 +563,13 @@ class PrefixTree:
         flight.event.set()
 
     # -- snapshots -------------------------------------------------------------------------------------
+    def expected_cost_s(self, signature: str, default: float) -> float:
+        """Mean recorded execution time of ``signature`` in any state of this tree (a call not run yet here is
+        likely to cost what it cost elsewhere, e.g. a click that waits out its timeout), else ``default``."""
+        with self._lock:
+            total, n = self._signature_costs.get(signature, (0.0, 0))
+        return total / n if n else default
+
     def replay_cost_s(self, node: Node) -> float:
         """Seconds of calls to replay to materialise ``node`` from its nearest retained snapshot (or reset)."""
         self._check_node(node)

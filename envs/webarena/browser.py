@@ -13,8 +13,8 @@ element's id (``[12] link 'Shoes'``); text nodes (``StaticText``) and the root a
 cannot be targeted (click their parent instead). Actions find their element with the selector
 ``[data-bid="12"]``; if the page navigated since the observation, the new page is numbered the same way first.
 
-Determinism. Screenshots are taken of the viewport with caret hidden, animations disabled and a style that
-turns off transitions, so identical states give identical pixels. Requests to any origin other than the site's
+Determinism. Screenshots are taken of the viewport with a style that hides the caret and turns off
+animations and transitions, so identical states give identical pixels. Requests to any origin other than the site's
 are aborted (the workspace has loopback only anyway).
 """
 from __future__ import annotations

@@ -336,3 +336,12 @@ def test_forget_drops_a_subtree_its_snapshots_and_its_hits():
     assert t.forget(a) == 0, "forgetting twice is harmless"
     with pytest.raises(ValueError, match="root"):
         t.forget(t.root)
+
+
+def test_expected_cost_of_a_call_is_what_it_cost_in_other_states():
+    t = PrefixTree("task", "d")
+    x = t.record(t.root, "x", R("X"), 0.2)
+    t.record(t.root, "click", R("C1"), 3.0)
+    t.record(x, "click", R("C2"), 1.0)
+    assert t.expected_cost_s("click", default=0.1) == pytest.approx(2.0)
+    assert t.expected_cost_s("never-run", default=0.1) == 0.1

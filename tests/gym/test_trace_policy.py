@@ -14,7 +14,8 @@ ENV = SimpleNamespace(unwrapped=SimpleNamespace(adapter=SimpleNamespace(candidat
 def _first_detours(skew: float, n: int = 400) -> collections.Counter:
     out = collections.Counter()
     for seed in range(n):
-        out[StochasticTracePolicy(["a", "b", "stop []"], perturb_p=1.0, detour_skew=skew).act({}, ENV, random.Random(seed))] += 1
+        policy = StochasticTracePolicy(["a", "b", "stop []"], perturb_p=1.0, detour_skew=skew)
+        out[policy.act({}, ENV, random.Random(seed))] += 1
     return out
 
 
