@@ -169,8 +169,9 @@ class Episode:
         materialised by the restorer (which first waits for a background snapshot of the live state)."""
         t0 = time.monotonic()
         self.restorer.wait_background()
-        if diag is not None and time.monotonic() - t0 > 0.001:
-            diag["background_wait_s"] = round(time.monotonic() - t0, 4)  # a snapshot or sync still running
+        waited_s = time.monotonic() - t0
+        if diag is not None and waited_s > 0.001:
+            diag["background_wait_s"] = round(waited_s, 4)  # a snapshot or sync was still running
         if not (self.restorer.workspace is not None and self.restorer.node is node):
             ws = self.speculator.take_workspace(node)
             if ws is not None:

@@ -156,10 +156,10 @@ def keep_log(src: Path, dst: Path, max_bytes: int = 8 << 20) -> None:
         shutil.copyfileobj(f, out)
 
 
-#: CRIU errors of a dump that seized a process in the middle of its exit: nothing is wrong with the tree, a
-#: new dump succeeds once the process is gone (CRIU leaves a --leave-running tree running on failure).
-#: dump errors of a tree that changed while CRIU seized it: a process exiting, or a unix socket closed between
-#: CRIU's socket listing and its walk of the processes' files (Chromium opens and closes them all the time)
+#: CRIU errors of a dump that met the tree changing while it was seized — a process in the middle of its exit, or
+#: a unix socket closed between CRIU's socket listing and its walk of the processes' files (Chromium opens and
+#: closes them all the time): nothing is wrong with the tree, and a new dump succeeds (CRIU leaves a
+#: --leave-running tree running on failure).
 _RACED_DUMP_ERRORS = (re.compile(r"Unseizable non-zombie|Zombies with threads are not supported"),
                       re.compile(r"unix: Unix socket \d+ not found"))
 

@@ -14,8 +14,8 @@ cannot be targeted (click their parent instead). Actions find their element with
 ``[data-bid="12"]``; if the page navigated since the observation, the new page is numbered the same way first.
 
 Determinism. Screenshots are taken of the viewport with a style that hides the caret and turns off
-animations and transitions, so identical states give identical pixels. Requests to any origin other than the site's
-are aborted (the workspace has loopback only anyway).
+animations and transitions, so identical states give identical pixels. Requests to any origin other than the
+site's are aborted (the workspace has loopback only anyway).
 """
 from __future__ import annotations
 
