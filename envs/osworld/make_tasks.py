@@ -119,7 +119,7 @@ task("edit-csv-header", "Add the header line name,age at the top of ~/Documents/
 task("edit-change-port", "In the open config.ini, change the server port from 8080 to 9090 and save.",
      ed_open("config.ini", f"{H}/.config/config.ini"),
      {"func": "compare_text_file", "result": vmfile(f"{H}/.config/config.ini"), "expected": cloud("config_expected.ini")},
-     ["mousepad"], ["pyautogui.hotkey('ctrl', 'Home'); pyautogui.press('down'); pyautogui.press('end'); pyautogui.press('backspace', presses=4); " + typ("9090", 0.3),
+     ["mousepad"], ["pyautogui.hotkey('ctrl', 'Home'); pyautogui.press('down'); pyautogui.press('end'); pyautogui.hotkey('ctrl', 'shift', 'left'); " + typ("9090", 0.3),
                     "pyautogui.hotkey('ctrl', 's'); time.sleep(1)", "DONE"])
 task("edit-new-file", "Write 'Meeting at 10:00 in room 4' in the text editor and save it as meeting.txt on my Desktop.",
      [{"type": "launch", "parameters": {"command": ["mousepad"]}}, {"type": "activate_window", "parameters": {"window_name": "Mousepad", "by_class": True}}],
@@ -155,25 +155,25 @@ task("calc-sum-total", "In ~/Documents/budget.xlsx (open in Calc), write Total i
      {"func": "compare_table", "result": vmfile(f"{H}/Documents/budget.xlsx"),
       "options": {"rules": [{"type": "check_cell", "sheet_idx": 0, "coordinate": "A6", "props": {"value": {"method": "eq", "ref": "Total"}}},
                             {"type": "check_cell", "sheet_idx": 0, "coordinate": "B6", "props": {"value": {"method": "approx:0.001", "ref": 100}}}]}},
-     ["libreoffice_calc"], ["pyautogui.hotkey('ctrl', 'Home'); pyautogui.press('down', presses=5, interval=0.05); " + typ("Total\t=SUM(B2:B5)\n", 0.5), save('~/Documents/budget.xlsx'), "DONE"])
+     ["libreoffice_calc"], ["pyautogui.hotkey('ctrl', 'Home'); pyautogui.hotkey('ctrl', 'down'); pyautogui.press('down'); " + typ("Total\t=SUM(B2:B5)\n", 0.5), save('~/Documents/budget.xlsx'), "DONE"])
 task("calc-double-column", "In the open budget.xlsx, put the header Double in C1 and, in C2:C5, twice the cost of each row. Save in the current format.",
      calc_open("budget.xlsx", f"{H}/Documents/budget.xlsx"),
      {"func": "compare_table", "result": vmfile(f"{H}/Documents/budget.xlsx"),
       "options": {"rules": [{"type": "check_cell", "sheet_idx": "RI0", "coordinate": "C1", "props": {"value": {"method": "eq", "ref": "Double"}}}] +
                            [{"type": "check_cell", "sheet_idx": "RI0", "coordinate": f"C{r}", "props": {"value": {"method": "approx:0.001", "ref": v}}}
                             for r, v in ((2, 80), (3, 60), (4, 40), (5, 20))]}},
-     ["libreoffice_calc"], ["pyautogui.hotkey('ctrl', 'Home'); pyautogui.press('right', presses=2, interval=0.05); " + typ("Double\n=B2*2\n=B3*2\n=B4*2\n=B5*2\n", 0.5), save('~/Documents/budget.xlsx'), "DONE"])
+     ["libreoffice_calc"], ["pyautogui.hotkey('ctrl', 'Home'); pyautogui.hotkey('ctrl', 'right'); pyautogui.press('right'); " + typ("Double\n=B2*2\n=B3*2\n=B4*2\n=B5*2\n", 0.5), save('~/Documents/budget.xlsx'), "DONE"])
 task("calc-add-row", "Add a new row at the bottom of the table in budget.xlsx with item Paper and cost 12, then save in the current format.",
      calc_open("budget.xlsx", f"{H}/Documents/budget.xlsx"),
      {"func": "compare_table", "result": vmfile(f"{H}/Documents/budget.xlsx"), "expected": cloud("budget_row_expected.xlsx"),
       "options": {"rules": [{"type": "sheet_name"}, {"type": "sheet_data", "sheet_idx0": 0, "sheet_idx1": "EI0"}]}},
-     ["libreoffice_calc"], ["pyautogui.hotkey('ctrl', 'Home'); pyautogui.press('down', presses=5, interval=0.05); " + typ("Paper\t12\n", 0.5), save('~/Documents/budget.xlsx'), "DONE"])
+     ["libreoffice_calc"], ["pyautogui.hotkey('ctrl', 'Home'); pyautogui.hotkey('ctrl', 'down'); pyautogui.press('down'); " + typ("Paper\t12\n", 0.5), save('~/Documents/budget.xlsx'), "DONE"])
 task("calc-average", "In budget.xlsx, write the label Average in D1 and the average cost of B2:B5 in E1. Save in the current format.",
      calc_open("budget.xlsx", f"{H}/Documents/budget.xlsx"),
      {"func": "compare_table", "result": vmfile(f"{H}/Documents/budget.xlsx"),
       "options": {"rules": [{"type": "check_cell", "sheet_idx": 0, "coordinate": "D1", "props": {"value": {"method": "eq", "ref": "Average"}}},
                             {"type": "check_cell", "sheet_idx": 0, "coordinate": "E1", "props": {"value": {"method": "approx:0.001", "ref": 25}}}]}},
-     ["libreoffice_calc"], ["pyautogui.hotkey('ctrl', 'Home'); pyautogui.press('right', presses=3, interval=0.05); " + typ("Average\t=AVERAGE(B2:B5)\n", 0.5), save('~/Documents/budget.xlsx'), "DONE"])
+     ["libreoffice_calc"], ["pyautogui.hotkey('ctrl', 'Home'); pyautogui.hotkey('ctrl', 'right'); pyautogui.press('right'); pyautogui.press('tab'); " + typ("Average\t=AVERAGE(B2:B5)\n", 0.5), save('~/Documents/budget.xlsx'), "DONE"])
 task("calc-fill-inventory", "Fill the empty sheet of ~/Documents/inventory.xlsx with the table: header Product, Qty; rows Pens 120, Pads 45, Clips 300 (starting at A1). Save in the current format.",
      [dl("empty.xlsx", f"{H}/Documents/inventory.xlsx"), openf(f"{H}/Documents/inventory.xlsx")],
      {"func": "compare_table", "result": vmfile(f"{H}/Documents/inventory.xlsx"), "expected": cloud("inventory_expected.xlsx"),
@@ -192,7 +192,7 @@ task("calc-edit-csv", "Bob's score in ~/Documents/scores.csv should be 91. Fix i
      [dl("scores.csv", f"{H}/Documents/scores.csv"), openf(f"{H}/Documents/scores.csv")],
      {"func": "compare_csv", "result": vmfile(f"{H}/Documents/scores.csv"), "expected": cloud("scores_expected.csv"), "options": {"strict": False}},
      ["libreoffice_calc"], ["time.sleep(1); pyautogui.press('enter'); time.sleep(1)", wait_window("scores.csv - LibreOffice Calc"),
-                            "pyautogui.hotkey('ctrl', 'Home'); pyautogui.press('down', presses=2, interval=0.05); pyautogui.press('right'); " + typ("91\n", 0.5), save('~/Documents/scores.csv'), "DONE"])
+                            "pyautogui.hotkey('ctrl', 'Home'); pyautogui.press('down'); pyautogui.press('right'); pyautogui.press('down'); " + typ("91\n", 0.5), save('~/Documents/scores.csv'), "DONE"])
 
 # ---------------- writer ----------------
 def wr_open(): return [dl("letter.docx", f"{H}/Documents/letter.docx"), openf(f"{H}/Documents/letter.docx")]
@@ -206,7 +206,7 @@ task("writer-change-greeting", "Change the greeting of the letter from 'Dear tea
 task("writer-delete-paragraph", "Delete the paragraph 'Please bring your notes.' from the letter and save it (keep .docx).",
      wr_open(), {"func": "compare_docx_files", "result": vmfile(f"{H}/Documents/letter.docx"), "expected": cloud("letter_delete_expected.docx"),
                  "options": {"ignore_blanks": False}},
-     ["libreoffice_writer"], ["pyautogui.hotkey('ctrl', 'Home'); pyautogui.press('down', presses=2, interval=0.05); pyautogui.press('home'); pyautogui.hotkey('shift', 'down'); pyautogui.press('delete'); time.sleep(0.3)", save('~/Documents/letter.docx'), "DONE"])
+     ["libreoffice_writer"], ["pyautogui.hotkey('ctrl', 'Home'); pyautogui.press('down'); pyautogui.press('end'); pyautogui.press('down'); pyautogui.press('home'); pyautogui.hotkey('shift', 'down'); pyautogui.press('delete'); time.sleep(0.3)", save('~/Documents/letter.docx'), "DONE"])
 task("writer-insert-title", "Insert a new first paragraph 'Invitation' at the top of the letter and save it (keep .docx).",
      wr_open(), {"func": "compare_docx_files", "result": vmfile(f"{H}/Documents/letter.docx"), "expected": cloud("letter_title_expected.docx"),
                  "options": {"ignore_blanks": False}},
