@@ -51,6 +51,8 @@ def bench_epoch(env: str = typer.Option("webarena", help="webarena, osworld or a
                 think_median_s: float = typer.Option(2.0, help="think-time model median (s)"),
                 perturb_p: float = typer.Option(0.3, help="probability of a detour instead of the oracle's action"),
                 detour_skew: float = typer.Option(1.0, help="Zipf exponent of detours (0: uniform)"),
+                speculate_min_idle_cpus: float = typer.Option(0.5, help="a chain starts only while this many CPUs "
+                                                              "were idle over the last second (0: always)"),
                 configs: str = typer.Option("base,cache,spec,cache_spec", help="configurations"),
                 out: Path = typer.Option(Path("bench-out/epoch"), help="output directory")) -> None:
     """Replayed GRPO epoch: base vs cache vs spec vs cache_spec → OUT/epoch.json + PNGs."""
@@ -58,7 +60,7 @@ def bench_epoch(env: str = typer.Option("webarena", help="webarena, osworld or a
 
     result = run(Args(env=resolve_env(env), tasks=tasks, group=group, iterations=iterations, concurrency=concurrency,
                       think_median_s=think_median_s, perturb_p=perturb_p, detour_skew=detour_skew,
-                      configs=tuple(c for c in configs.split(",") if c), out=str(out)))
+                      speculate_min_idle_cpus=speculate_min_idle_cpus, configs=tuple(c for c in configs.split(",") if c), out=str(out)))
     _print_epoch(result)
     typer.echo(f"wrote {out / 'epoch.json'} and {out}/epoch_*.png")
 

@@ -64,6 +64,8 @@ class Args:
     """Zipf exponent of the detour drawn (0: uniform over the candidates; see StochasticTracePolicy)"""
     speculate_k: int = 3
     """speculative chain length"""
+    speculate_min_idle_cpus: float = 0.5
+    """a chain starts only while this many CPUs were idle over the last second (0: whatever the load)"""
     tail_quantile: float = 0.75
     """tail selection: speculate for live samples above this quantile of predicted remaining time"""
     configs: tuple[str, ...] = CONFIGS
@@ -162,6 +164,7 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
         rollouts = run_rollouts(args.env, samples, policy, think=think, concurrency=args.concurrency,
                                 seed=args.seed * 1000 + it, on_progress=done, clock0=t_start, tail=tail,
                                 env_kwargs={"cache": use_cache, "selector": selector, "speculate_k": args.speculate_k,
+                                            "speculate_min_idle_cpus": args.speculate_min_idle_cpus,
                                             "stats_sink": envs_stats})
         steps = sum(len(r.steps) for r in rollouts)
         hit_rates.append(round(sum(r.hits for r in rollouts) / max(1, steps), 4))

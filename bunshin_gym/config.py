@@ -24,6 +24,7 @@ class EnvConfig:
     diagnostics: bool = False
     render_mode: str | None = None
     speculate_k: int = 3
+    speculate_min_idle_cpus: float = 0.5
     cache_dir: str | None = None
     step_timeout_s: float = 120.0
     background_sync: bool = True
@@ -38,6 +39,8 @@ class EnvConfig:
             raise ValueError(f"backend={self.backend!r}: choose one of auto, {', '.join(ALL_BACKENDS)}")
         if not isinstance(self.speculate_k, int) or self.speculate_k < 1:
             raise ValueError(f"speculate_k={self.speculate_k!r}: expected an int >= 1")
+        if not isinstance(self.speculate_min_idle_cpus, (int, float)) or not self.speculate_min_idle_cpus >= 0:
+            raise ValueError(f"speculate_min_idle_cpus={self.speculate_min_idle_cpus!r}: expected CPUs >= 0")
         if not isinstance(self.step_timeout_s, (int, float)) or not self.step_timeout_s > 0:
             raise ValueError(f"step_timeout_s={self.step_timeout_s!r}: expected seconds > 0")
         if self.cache_dir is not None and not self.cache:

@@ -43,6 +43,9 @@ class BunshinEnv(gym.Env):
         selector: a trained `SpecToolSelector`; when set, after each executed step the env runs the
             predicted next `speculate_k` calls on its workspace in the background (see below).
         speculate_k: length of a speculative chain.
+        speculate_min_idle_cpus: start a chain only while at least this many of the machine's CPUs were idle
+            over the last second (0.5): speculation is meant to use the CPU a policy leaves idle while it thinks;
+            on a saturated machine a chain slows every other rollout down. 0: speculate whatever the load.
         stats_sink: a list that receives this env's speculation counters when it closes (benchmarks).
         background_sync: with the cache on, keep the live workspace in step with the episode behind the
             policy's think time: restore it right after reset and run the calls of cache hits on it in the
@@ -106,11 +109,13 @@ class BunshinEnv(gym.Env):
     def __init__(self, task_id: str | None = None, task_config: dict | str | None = None, max_steps: int = 30,
                  backend: str = "auto", cache: bool = True, diagnostics: bool = False,
                  render_mode: str | None = None, selector: Any = None, speculate_k: int = 3,
+                 speculate_min_idle_cpus: float = 0.5,
                  stats_sink: list | None = None, cache_dir: str | None = None, step_timeout_s: float = 120.0,
                  background_sync: bool = True, **adapter_kwargs: Any) -> None:
         self.config = EnvConfig.from_kwargs(
             task_id=task_id, task_config=task_config, max_steps=max_steps, backend=backend, cache=cache,
             diagnostics=diagnostics, render_mode=render_mode, speculate_k=speculate_k, cache_dir=cache_dir,
+            speculate_min_idle_cpus=speculate_min_idle_cpus,
             step_timeout_s=step_timeout_s, background_sync=background_sync, **adapter_kwargs)
         self.adapter = self.adapter_class(**dict(self.config.adapter_kwargs))
         given = self.config.task_id is not None or task_config is not None  # task_id=0 is a task
@@ -118,7 +123,8 @@ class BunshinEnv(gym.Env):
         self.observation_space = self.adapter.observation_space()
         self.action_space = self.adapter.action_space()
         self.render_mode = render_mode
-        self.speculator = Speculator(selector, self.config.speculate_k)
+        self.speculator = Speculator(selector, self.config.speculate_k, self.config.speculate_min_idle_cpus,
+                                     runtime().idle_cpus)
         self._stats_sink = stats_sink
         self.episode: Episode | None = None
 

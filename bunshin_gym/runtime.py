@@ -1,5 +1,6 @@
 """The state every Bunshin env of a process shares: the prefix cache (one tree per task), the on-disk stores,
-the task snapshots, the standby pools, the reaper of discarded workspaces and the truncation memo. One
+the task snapshots, the standby pools, the reaper of discarded workspaces, the truncation memo and the
+machine's idle-CPU gauge. One
 `Runtime` per process (`runtime()`).
 
 A forked child process (e.g. a worker of Gymnasium's AsyncVectorEnv) gets a fresh runtime that restores from
@@ -9,10 +10,12 @@ clones, nor writes to its trees; it keeps no standby clones of its own.
 from __future__ import annotations
 
 import atexit
+import collections
 import logging
 import os
 import queue
 import threading
+import time
 from collections import OrderedDict
 from typing import Callable
 
@@ -130,6 +133,43 @@ class StandbyPools:
             p.close()
 
 
+class IdleCpus:
+    """How many CPUs the machine left idle recently (from /proc/stat): speculation runs on idle CPU only.
+
+    `__call__` answers the idle CPUs averaged over the last `window_s` (at least the time since the previous
+    call; None before two samples exist or where /proc/stat cannot be read).
+    """
+
+    def __init__(self, window_s: float = 1.0, stat_path: str = "/proc/stat") -> None:
+        self.window_s, self.stat_path = window_s, stat_path
+        self._samples: collections.deque[tuple[float, float, float]] = collections.deque()  # (t, idle, total)
+        self._lock = threading.Lock()
+
+    def _read(self) -> tuple[float, float] | None:
+        try:
+            with open(self.stat_path) as f:
+                fields = [float(x) for x in f.readline().split()[1:]]
+        except (OSError, ValueError):
+            return None
+        if len(fields) < 5:
+            return None
+        return fields[3] + fields[4], sum(fields[:8])  # idle + iowait, user..steal
+
+    def __call__(self) -> float | None:
+        now = self._read()
+        if now is None:
+            return None
+        t = time.monotonic()
+        with self._lock:
+            self._samples.append((t, *now))
+            while len(self._samples) > 1 and self._samples[1][0] <= t - self.window_s:
+                self._samples.popleft()  # keep one sample at least window_s old
+            t0, idle0, total0 = self._samples[0]
+        if total0 >= now[1]:
+            return None
+        return (os.cpu_count() or 1) * (now[0] - idle0) / (now[1] - total0)
+
+
 class Reaper:
     """Destroys discarded workspaces on a thread: killing, reaping and unmounting one takes ~50 ms that a
     reset need not wait for. `flush()` waits until every workspace handed over is gone (env.close does)."""
@@ -196,6 +236,7 @@ class Runtime:
         self.task_snapshots = TaskSnapshots()
         self.standby = StandbyPools(standby_budget_bytes, standby_per_snapshot)
         self.reaper = Reaper()
+        self.idle_cpus = IdleCpus()
         #: (tree key, node key) -> the evaluation of an empty answer there (truncation reward)
         self.truncation_rewards: dict[tuple[str, str], float] = {}
         self._stores: dict[str, CacheStore] = {}

@@ -36,13 +36,18 @@ class Speculator:
     Args:
         selector: a trained `SpecToolSelector` (`predict_chain(history, k, task_id)`).
         k: length of a chain.
+        min_idle_cpus: start a chain only while at least this many CPUs were idle over the last second
+            (`idle_cpus()`, e.g. `Runtime.idle_cpus`): a chain uses CPU the policy leaves idle (the GPU thinks);
+            on a saturated machine it would slow every other rollout down. 0: always.
     Attributes:
         enabled: toggled per env (the rollout driver's tail selection does).
         filter: signature -> bool: worth running ahead? A chain stops at the first call that is not.
     """
 
-    def __init__(self, selector: Any, k: int) -> None:
+    def __init__(self, selector: Any, k: int, min_idle_cpus: float = 0.0,
+                 idle_cpus: Callable[[], float | None] | None = None) -> None:
         self.selector, self.k = selector, k
+        self.min_idle_cpus, self.idle_cpus = min_idle_cpus, idle_cpus
         self.enabled = selector is not None
         self.filter: Callable[[str], bool] | None = None
         self.stats = SpeculationStats()
@@ -56,6 +61,10 @@ class Speculator:
         over the live workspace and `before(ws, node)` runs on the thread first (retaining the state the
         chain starts from). Returns whether a chain started."""
         self.stop()
+        idle = self.idle_cpus() if self.idle_cpus is not None and self.min_idle_cpus > 0 else None
+        if idle is not None and idle < self.min_idle_cpus:
+            diag["speculation"] = {"skipped": f"{idle:.2f} idle CPUs < {self.min_idle_cpus}"}
+            return False
         preds = self.selector.predict_chain(history, self.k, task_id)
         if not preds:
             return False

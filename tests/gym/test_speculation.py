@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 
 import pytest
@@ -174,3 +175,39 @@ def test_two_class_model_predicts_like_sklearn():
         f = features(h, "t", sel.config)
         ref = sel.model.predict_proba(sel._hasher_().transform([f]))[0]
         assert np.allclose(sel._proba(f), ref)
+
+
+def test_idle_cpus_reads_the_idle_share_of_proc_stat_since_the_oldest_sample(tmp_path):
+    from bunshin_gym.runtime import IdleCpus
+
+    stat = tmp_path / "stat"
+    gauge = IdleCpus(window_s=60.0, stat_path=str(stat))
+    stat.write_text("cpu  100 0 0 90 10 0 0 0 0 0\ncpu0 1 2 3\n")
+    assert gauge() is None, "one sample says nothing about the recent load"
+    stat.write_text("cpu  150 0 0 130 20 0 0 0 0 0\n")  # +50 busy, +50 idle/iowait
+    assert gauge() == pytest.approx(os.cpu_count() * 0.5)
+    stat.write_text("cpu  250 0 0 130 20 0 0 0 0 0\n")  # +100 busy since: the window still starts at sample 1
+    assert gauge() == pytest.approx(os.cpu_count() * 50 / 200)
+    assert IdleCpus(stat_path=str(tmp_path / "missing"))() is None
+
+
+def test_speculation_waits_for_idle_cpu():
+    from bunshin_gym.speculator import Speculator
+
+    class Selector:
+        calls = 0
+
+        def predict_chain(self, history, k, task_id):
+            Selector.calls += 1
+            return []
+
+    idle = [0.2]
+    spec = Speculator(Selector(), 3, min_idle_cpus=0.5, idle_cpus=lambda: idle[0])
+    diag: dict = {}
+    args = (None, "t", [], None, None, None, lambda s: False, 0.0, diag)
+    assert spec.start(*args) is False
+    assert diag["speculation"] == {"skipped": "0.20 idle CPUs < 0.5"} and Selector.calls == 0
+    idle[0] = 1.5
+    diag.clear()
+    assert spec.start(*args) is False and Selector.calls == 1, "enough idle CPU: the selector is asked"
+    assert "speculation" not in diag
