@@ -1,7 +1,6 @@
 """The state every Bunshin env of a process shares: the prefix cache (one tree per task), the on-disk stores,
 the task snapshots, the standby pools, the reaper of discarded workspaces, the truncation memo and the
-machine's idle-CPU gauge. One
-`Runtime` per process (`runtime()`).
+machine's idle-CPU gauge. One `Runtime` per process (`runtime()`).
 
 A forked child process (e.g. a worker of Gymnasium's AsyncVectorEnv) gets a fresh runtime that restores from
 its parent's task snapshots but owns none of them: it never releases them, nor takes the parent's frozen
