@@ -37,8 +37,7 @@ class StandbyPool:
         self._frozen: list[Workspace] = []
         self._lock = threading.Lock()
         self._refill_thread: threading.Thread | None = None
-        self._closed = False
-        self._closing = threading.Event()
+        self._closed = threading.Event()  # set by close(): a waiting refill gives up at once
         self.refill_delay_s = refill_delay_s
         self.last_error: Exception | None = None
         self._refill()
@@ -47,7 +46,7 @@ class StandbyPool:
         """Restore and freeze clones until `size` are ready (a failed restore is kept in `last_error`)."""
         while True:
             with self._lock:
-                if self._closed or len(self._frozen) >= self.size:
+                if self._closed.is_set() or len(self._frozen) >= self.size:
                     return
             try:
                 clone = self.snapshot.fork(1, backend=self.backend)[0]
@@ -57,7 +56,7 @@ class StandbyPool:
                 log.warning("standby clone of snapshot %s failed: %s", self.snapshot.id, e)
                 return
             with self._lock:
-                if self._closed:
+                if self._closed.is_set():
                     clone.destroy()
                     return
                 self._frozen.append(clone)
@@ -68,11 +67,11 @@ class StandbyPool:
             return
 
         def delayed_fill() -> None:
-            if not self._closing.wait(delay_s):
+            if not self._closed.wait(delay_s):
                 self.fill()
 
         with self._lock:
-            if self._closed or (self._refill_thread is not None and self._refill_thread.is_alive()):
+            if self._closed.is_set() or (self._refill_thread is not None and self._refill_thread.is_alive()):
                 return
             self._refill_thread = threading.Thread(target=delayed_fill, name="standby-refill", daemon=True)
             self._refill_thread.start()
@@ -107,9 +106,8 @@ class StandbyPool:
         return self.take()
 
     def close(self) -> None:
-        self._closing.set()
+        self._closed.set()
         with self._lock:
-            self._closed = True
             frozen, self._frozen = self._frozen, []
             thread = self._refill_thread
         if thread is not None:
