@@ -33,7 +33,7 @@ from tqdm import tqdm
 
 import bunshin_gym  # noqa: F401 - registers the envs
 from bunshin_gym import adapter_for
-from bunshin_gym.runtime import runtime
+from bunshin_gym.runtime import cpu_times, runtime
 from bunshin_gym.rollout import StochasticTracePolicy, TailSpeculation, ThinkTimeModel, run_rollouts
 from bunshin_gym.speculation import (SelectorConfig, SpecToolSelector, TailConfig, TailSelector, TimingModel, Trajectory,
                                      TrajectoryStep)
@@ -128,7 +128,7 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
     stop = threading.Event()
     t_start = time.monotonic()
 
-    cpu0 = _cpu_times()
+    cpu0 = cpu_times()
 
     def sampler():
         while not stop.is_set():
@@ -178,7 +178,8 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
             tail_steps = [a + b for a, b in zip(tail_steps, (tail.decisions["speculating"], tail.decisions["not_speculating"]))]
         recorded += [r.trajectory(it) for r in rollouts]
     wall = time.monotonic() - t_start
-    busy, total = (b - a for a, b in zip(cpu0, _cpu_times()))
+    idle, total = (b - a for a, b in zip(cpu0, cpu_times()))
+    busy = total - idle
     stop.set()
     mon.join()
     bar.close()
@@ -188,14 +189,6 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
             "tail_steps_speculating_vs_not": tail_steps if use_spec else None,
             "cpu_busy_fraction": round(busy / max(total, 1), 3), "running_over_time": running, "rewards": rewards,
             "actions": actions}
-
-
-def _cpu_times() -> tuple[int, int]:
-    """(busy, total) jiffies of all CPUs since boot, from /proc/stat: how saturated the machine was."""
-    with open("/proc/stat") as f:
-        vals = [int(x) for x in f.readline().split()[1:]]
-    idle = vals[3] + vals[4]  # idle + iowait
-    return sum(vals) - idle, sum(vals)
 
 
 def plot(result: dict, out: Path) -> None:

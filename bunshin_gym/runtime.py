@@ -132,6 +132,19 @@ class StandbyPools:
             p.close()
 
 
+def cpu_times(stat_path: str = "/proc/stat") -> tuple[float, float] | None:
+    """(idle, total) jiffies of all CPUs since boot (idle includes iowait; total is user..steal, guest time
+    being counted in user already), or None where `stat_path` cannot be read."""
+    try:
+        with open(stat_path) as f:
+            fields = [float(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    if len(fields) < 5:
+        return None
+    return fields[3] + fields[4], sum(fields[:8])
+
+
 class IdleCpus:
     """How many CPUs the machine left idle recently (from /proc/stat): speculation runs on idle CPU only.
 
@@ -144,18 +157,8 @@ class IdleCpus:
         self._samples: collections.deque[tuple[float, float, float]] = collections.deque()  # (t, idle, total)
         self._lock = threading.Lock()
 
-    def _read(self) -> tuple[float, float] | None:
-        try:
-            with open(self.stat_path) as f:
-                fields = [float(x) for x in f.readline().split()[1:]]
-        except (OSError, ValueError):
-            return None
-        if len(fields) < 5:
-            return None
-        return fields[3] + fields[4], sum(fields[:8])  # idle + iowait, user..steal
-
     def __call__(self) -> float | None:
-        now = self._read()
+        now = cpu_times(self.stat_path)
         if now is None:
             return None
         t = time.monotonic()
