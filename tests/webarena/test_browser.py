@@ -42,6 +42,34 @@ def test_focused_text_field_screenshot_is_stable(fresh):
     assert all(np.array_equal(shots[0], s) for s in shots[1:])
 
 
+
+@pytest.mark.parametrize("page", ["plain", "focused", "animated", "frames"])
+def test_screenshot_matches_playwrights_styled_shot_and_leaves_the_dom_alone(fresh, page):
+    import io
+
+    from PIL import Image
+
+    from envs.webarena.browser import SCREENSHOT_CSS
+
+    fresh.goto("/product/5")
+    if page == "focused":
+        fresh.execute(f"click [{find_id(fresh.observe()['axtree'], 'textbox', 'Summary')}]")
+    elif page == "animated":
+        fresh.page.set_content("<style>@keyframes k{from{opacity:0}to{opacity:1}} p{animation:k 3s infinite;"
+                               "transition:all 2s}</style><p>pulsing</p>")
+    elif page == "frames":
+        fresh.page.set_content("<p>outer</p><iframe srcdoc='<input autofocus value=inner>'></iframe>")
+    dom = "[document.querySelectorAll('*').length, document.adoptedStyleSheets.length]"
+    before = fresh.page.evaluate(dom)
+    ours = np.asarray(Image.open(io.BytesIO(fresh.screenshot_png())).convert("RGB"))
+    assert fresh.page.evaluate(dom) == before
+    playwright = np.asarray(Image.open(io.BytesIO(
+        fresh.page.screenshot(type="png", style=SCREENSHOT_CSS))).convert("RGB"))
+    assert np.array_equal(ours, playwright)
+    if page == "animated":  # the style did apply: unstyled, the animation shows (a caret blinks, so not that)
+        assert not np.array_equal(ours, np.asarray(Image.open(io.BytesIO(
+            fresh.page.screenshot(type="png"))).convert("RGB")))
+
 def test_axtree_has_webarena_lines_and_dom_order_ids(fresh):
     fresh.goto("/")
     tree = fresh.observe()["axtree"]
