@@ -81,16 +81,27 @@ class EnvAdapter(abc.ABC):
         """The executor call that brings a fork of the base workspace to the task's initial state."""
 
     @abc.abstractmethod
-    def step_call(self, action: str) -> tuple[str, dict]:
-        ...
+    def step_call(self, action: str, observe: bool = True) -> tuple[str, dict]:
+        """The executor call that executes a canonical action. With ``observe=False`` (asked only when
+        ``replay_observes_every_call`` is False) the call executes the action and waits as a step does, but
+        answers only ``last_action_error``: a replay's intermediate calls, whose observations nobody reads."""
 
     @abc.abstractmethod
     def evaluate_call(self, answer: str | None) -> tuple[str, dict]:
         ...
 
+    def observe_call(self) -> tuple[str, dict]:
+        """The executor call that observes the current state without acting (answers like a step, with
+        ``last_action_error`` ""). Needed where ``replay_observes_every_call`` is False."""
+        raise NotImplementedError(f"{type(self).__name__} has no observe call")
+
     @abc.abstractmethod
     def decode(self, raw: Any, task: Task) -> StepResult:
         """Turn an executor answer (from reset or step) into the observation dict."""
+
+    def decode_error(self, raw: Any) -> str:
+        """The ``last_action_error`` of an executor answer, as `decode` puts it into the observation."""
+        return str(raw.get("last_action_error", "") or "")
 
     @abc.abstractmethod
     def observation_space(self) -> spaces.Dict:
@@ -108,6 +119,12 @@ class EnvAdapter(abc.ABC):
     #: the same actions (None: every key). Replaying recorded calls to materialise a state compares them
     #: with the recording; a difference means the app is timing-dependent there and that subtree is dropped.
     exact_fields: tuple[str, ...] | None = None
+    #: False where observing has no effect on the workspace and costs much (OSWorld: the accessibility tree
+    #: takes seconds of CPU): a replay then checks its calls by their ``last_action_error`` only and observes
+    #: the state it reached (``observe_call``) just before that state is used, so a background sync after
+    #: cache hits observes nothing. True where observing changes what later actions meet (WebArena numbers
+    #: the page's elements when it observes).
+    replay_observes_every_call: bool = True
 
     def is_read_only(self, action: str) -> bool:
         """True if the action changes neither the workspace nor the observation (may be skipped in cache keys)."""

@@ -172,7 +172,7 @@ class Episode:
         waited_s = time.monotonic() - t0
         if diag is not None and waited_s > 0.001:
             diag["background_wait_s"] = round(waited_s, 4)  # a snapshot or sync was still running
-        if not (self.restorer.workspace is not None and self.restorer.node is node):
+        if not self.restorer.holds(node):
             ws = self.speculator.take_workspace(node)
             if ws is not None:
                 self.restorer.adopt(ws, node)

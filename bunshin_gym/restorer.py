@@ -69,9 +69,10 @@ class Restorer:
         self._jobs: collections.deque = collections.deque()
         self._jobs_lock = threading.Lock()
         self._target: Node | None = None  # where `follow` brings the live workspace
+        self._unverified: Node | None = None  # reached by unobserved replay; observed before it is used
         self._standby_s = 0.02  # EWMA of a thaw + first answer
         self.stats = {"live": 0, "standby": 0, "snapshot": 0, "initial": 0, "replayed_calls": 0,
-                      "dropped_snapshots": 0, "diverged": 0}
+                      "replayed_unobserved": 0, "dropped_snapshots": 0, "diverged": 0}
 
     # ---- restore -------------------------------------------------------------------------------------
     def _has_standby(self, node: Node) -> bool:
@@ -84,6 +85,10 @@ class Restorer:
         handle = node.snapshot_handle
         return handle.snapshot if isinstance(handle, TreeSnapshot) else None
 
+    def holds(self, node: Node) -> bool:
+        """Whether the live workspace holds `node`'s state, checked against the recording."""
+        return self.workspace is not None and self.node is node and self._unverified is None
+
     def materialise(self, node: Node, diag: dict | None = None) -> int:
         """Make the live workspace hold `node`'s state; returns how many calls were replayed.
 
@@ -93,8 +98,11 @@ class Restorer:
         self.wait_background()
         return self._materialise_now(node, diag)
 
-    def _materialise_now(self, node: Node, diag: dict | None) -> int:
+    def _materialise_now(self, node: Node, diag: dict | None, verify: bool = True) -> int:
+        """`verify=False` (background sync): the state reached may stay unobserved until it is used."""
         if self.workspace is not None and self.node is node:
+            if verify:
+                self._verify_live()
             return 0
         t0 = time.monotonic()
         while True:
@@ -130,12 +138,13 @@ class Restorer:
                     break
             self.tree.drop_snapshot(failed)
         self.stats[source] += 1
+        self._unverified = None  # a live start still unobserved is checked through the state replayed from it
         try:
-            self._replay(ws, plan.ancestor, plan.calls)
+            reached = self._replay(ws, plan.ancestor, plan.calls, observe_last=verify)
         except BaseException:
             ws.destroy()
             raise
-        self.workspace, self.node = ws, node
+        self.workspace, self.node, self._unverified = ws, node, reached
         if diag is not None:
             diag["restore"] = {"source": source, "replayed": len(plan.calls), "s": round(time.monotonic() - t0, 4)}
         return len(plan.calls)
@@ -148,23 +157,51 @@ class Restorer:
             if handle.restores >= 2:
                 self.runtime.standby.ensure(snap, self.backend)
 
-    def _replay(self, ws: Workspace, ancestor: Node, calls: tuple[str, ...]) -> None:
+    def _replay(self, ws: Workspace, ancestor: Node, calls: tuple[str, ...], observe_last: bool = True) -> Node | None:
         """Run the recorded calls from `ancestor`, checking each answer against the recording
-        (`EnvAdapter.exact_fields`); raises ReplayDiverged at the first that differs."""
+        (`EnvAdapter.exact_fields`); raises ReplayDiverged at the first that differs. Where the adapter's
+        `replay_observes_every_call` is False the calls are checked by `last_action_error` only, the last one
+        observed if `observe_last`; returns the node reached if its observation is still to be checked."""
         n = ancestor
-        for sig in calls:
+        every = self.adapter.replay_observes_every_call
+        for i, sig in enumerate(calls):
             n = n.children[sig]
-            method, params = self.adapter.step_call(sig)
+            observe = every or (observe_last and i == len(calls) - 1)
+            method, params = self.adapter.step_call(sig) if observe else self.adapter.step_call(sig, observe=False)
             raw = ws.call(method, timeout=self.call_timeout_s, **params)
             self.stats["replayed_calls"] += 1
-            recorded = n.result
-            if recorded is None:
+            self.stats["replayed_unobserved"] += not observe
+            if n.result is None:
                 continue
-            got = self.adapter.decode(raw, self.task).observation
-            for key in self.adapter.exact_fields or tuple(recorded.observation):
-                if not _same(got.get(key), recorded.observation.get(key)):
-                    self.stats["diverged"] += 1
-                    raise ReplayDiverged(n, key)
+            if observe:
+                self._check(n, self.adapter.decode(raw, self.task).observation,
+                            self.adapter.exact_fields or tuple(n.result.observation))
+            else:
+                self._check(n, {"last_action_error": self.adapter.decode_error(raw)}, ("last_action_error",))
+        return n if calls and not every and not observe_last and n.result is not None else None
+
+    def _check(self, n: Node, got: dict, keys) -> None:
+        for key in keys:
+            if not _same(got.get(key), n.result.observation.get(key)):
+                self.stats["diverged"] += 1
+                raise ReplayDiverged(n, key)
+
+    def _verify_live(self) -> None:
+        """Observe the state an unobserved replay reached and check it against the recording (its calls'
+        `last_action_error` were checked as they ran); on a difference the live workspace is dropped and
+        ReplayDiverged raised."""
+        n, self._unverified = self._unverified, None
+        if n is None or self.workspace is None:
+            return
+        method, params = self.adapter.observe_call()
+        try:
+            got = self.adapter.decode(self.workspace.call(method, timeout=self.call_timeout_s, **params),
+                                      self.task).observation
+            self._check(n, got, [k for k in self.adapter.exact_fields or tuple(n.result.observation)
+                                 if k != "last_action_error"])
+        except BaseException:
+            self._destroy_live()
+            raise
 
     def ensure_initial_standby(self) -> None:
         self.runtime.standby.ensure(self.task_snapshot.snapshot, self.backend)
@@ -196,7 +233,7 @@ class Restorer:
 
     def _follow_now(self) -> None:
         try:
-            self._materialise_now(self._target, None)
+            self._materialise_now(self._target, None, verify=False)
         except Exception as e:  # noqa: BLE001 - the foreground path restores and reports if it needs to
             log.info("background sync of task %s stopped: %s", self.tree.task_id, e)
             self._destroy_live()
@@ -230,6 +267,8 @@ class Restorer:
     def lend(self) -> tuple[Workspace | None, Node | None]:
         """Hand the live workspace (and the node it holds) to a borrower; the restorer has none after."""
         self.wait_background()
+        if self._unverified is not None:  # nothing builds on a state not yet checked against its recording
+            return None, None
         out = (self.workspace, self.node)
         self.workspace, self.node = None, None
         return out
@@ -240,11 +279,15 @@ class Restorer:
         self.workspace, self.node = ws, node
 
     def drop(self, background: bool = False) -> None:
-        """Destroy the live workspace (on the runtime's reaper thread if `background`)."""
+        """Destroy the live workspace (on the runtime's reaper thread if `background`); syncs not yet started
+        are cancelled (the state they would reach is not needed), snapshots still run."""
+        with self._jobs_lock:
+            self._jobs = collections.deque(j for j in self._jobs if j != self._follow_now)
         self.wait_background()
         self._destroy_live(background)
 
     def _destroy_live(self, background: bool = False) -> None:
+        self._unverified = None
         if self.workspace is not None:
             if background:
                 self.runtime.reaper.destroy(self.workspace)

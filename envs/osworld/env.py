@@ -49,7 +49,9 @@ the same actions are the same only up to pixels: ``accessibility_tree``, ``termi
 identical grabs, up to 1 s). After each action the step waits until the desktop's processes are idle (at most
 10 s) before observing, so the next action meets the same state whether it comes after a policy's think time
 or at once (speculation, replay). Replaying recorded calls checks those fields; a replay that differs drops that
-part of the prefix tree (``info["bunshin"]["diverged"]``) and the calls are executed again.
+part of the prefix tree (``info["bunshin"]["diverged"]``) and the calls are executed again. A replay observes
+only its last call (the accessibility tree costs seconds of CPU on a spreadsheet) and checks the calls before
+it by ``last_action_error`` (``replay_observes_every_call``; counted in ``restores["replayed_unobserved"]``).
 
 Version history: v0 — first release.
 """
@@ -100,6 +102,7 @@ def home_service_argv() -> list[str]:
 class OSWorldAdapter(EnvAdapter):
     name = "osworld"
     exact_fields = ("accessibility_tree", "terminal", "instruction", "last_action_error")  # see module doc
+    replay_observes_every_call = False  # a step waits for an idle desktop, whether or not it observes
 
     def __init__(self, action_space: str = "pyautogui", screen_size: tuple[int, int] = DEFAULT_SIZE,
                  a11y: bool = True, run_as_user: bool | None = None) -> None:
@@ -180,7 +183,7 @@ class OSWorldAdapter(EnvAdapter):
         return "osworld.reset", {"task": task.config, "action_space": self.space,
                                  "screen_size": list(self.screen_size), "a11y": self.a11y}
 
-    def step_call(self, action: str):
+    def step_call(self, action: str, observe: bool = True):
         space, _, body = action.partition(":")
         if space not in ACTION_SPACES:
             raise ActionError(f"not a canonical OSWorld action: {action[:80]!r}")
@@ -190,7 +193,10 @@ class OSWorldAdapter(EnvAdapter):
             raw = json.loads(body)
         else:
             raw = body
-        return "osworld.step", {"action": raw, "action_space": space, "a11y": self.a11y}
+        return "osworld.step", {"action": raw, "action_space": space, "a11y": self.a11y, "observe": observe}
+
+    def observe_call(self):
+        return "osworld.observe", {}
 
     def evaluate_call(self, answer):
         return "osworld.evaluate", {"last_action": answer}
@@ -204,9 +210,11 @@ class OSWorldAdapter(EnvAdapter):
                "accessibility_tree": clip_text(_printable(raw.get("accessibility_tree") or ""), A11Y_CHARS)
                if self.a11y else "",
                "terminal": clip_text(_printable(raw.get("terminal") or ""), TERMINAL_CHARS),
-               "instruction": task.goal,
-               "last_action_error": clip_text(_printable(raw.get("last_action_error", "") or ""), TERMINAL_CHARS)}
+               "instruction": task.goal, "last_action_error": self.decode_error(raw)}
         return StepResult(obs, obs["last_action_error"], bool(raw.get("done", False)), raw.get("answer"))
+
+    def decode_error(self, raw: Any) -> str:
+        return clip_text(_printable(raw.get("last_action_error", "") or ""), TERMINAL_CHARS)
 
     def observation_space(self) -> spaces.Dict:
         w, h = self.screen_size

@@ -15,10 +15,11 @@ Handlers (keyword arguments in, JSON-serialisable dicts out):
   when off or unavailable), ``terminal`` (str | None: newest xterm's text), ``instruction`` (str),
   ``last_action_error`` (""), ``seconds`` ({"setup", "observe"}). Ends every app, restores HOME, runs the
   task's config steps.
-- ``osworld.step(action: str | dict, action_space: str | None, a11y: bool | None)`` -> observation + ``last_action_error``
-  (str), ``done`` (bool: DONE or FAIL), ``answer`` ("DONE" / "FAIL" when done, else None), ``seconds``
-  ({"action", "observe"}).
-  ``a11y`` (default: $BUNSHIN_OSWORLD_A11Y != "0") turns the accessibility-tree dump on or off.
+- ``osworld.step(action: str | dict, action_space: str | None, a11y: bool | None, observe: bool = True)`` ->
+  observation + ``last_action_error`` (str), ``done`` (bool: DONE or FAIL), ``answer`` ("DONE" / "FAIL" when
+  done, else None), ``seconds`` ({"action", "observe"}).
+  ``a11y`` (default: $BUNSHIN_OSWORLD_A11Y != "0") turns the accessibility-tree dump on or off;
+  ``observe=False`` leaves out the observation (the step still waits for an idle desktop): replays.
 - ``osworld.observe()`` -> observation of the current state (no action).
 - ``osworld.evaluate(last_action: str | None = None)`` -> ``{"reward": float}`` (OSWorld's semantics:
   infeasible tasks need FAIL, FAIL on a feasible task scores 0).
@@ -114,7 +115,7 @@ class _Runtime:
             raise OSWorldError("no episode: call osworld.reset(task=...) first")
         return self.task
 
-    def step(self, action, action_space: str | None = None, a11y: bool | None = None) -> dict:
+    def step(self, action, action_space: str | None = None, a11y: bool | None = None, observe: bool = True) -> dict:
         self._need_task()
         if a11y is not None:
             self.a11y = bool(a11y)
@@ -123,7 +124,7 @@ class _Runtime:
         # Observe a quiescent desktop: the next action then meets the same state however long the policy
         # thought (a speculated, replayed or cached call runs with no think time before it).
         self.session.wait_idle(timeout=STEP_IDLE_TIMEOUT_S, window=0.25, max_ticks=3)
-        out = self._obs()
+        out = self._obs() if observe else {}
         kind = r.action.kind if r.action is not None else None
         out.update(last_action_error=r.error, done=r.done, answer=kind if r.done else None,
                    seconds={"action": r.seconds, "observe": time.monotonic() - t0})

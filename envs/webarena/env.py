@@ -99,8 +99,8 @@ class WebArenaAdapter(EnvAdapter):
     def reset_call(self, task: Task):
         return "webarena.reset", {"task": task.config, "viewport": list(self.viewport), "headless": self.headless}
 
-    def step_call(self, action: str):
-        return "webarena.step", {"action": action}
+    def step_call(self, action: str, observe: bool = True):
+        return "webarena.step", {"action": action}  # always observes: see replay_observes_every_call
 
     def evaluate_call(self, answer):
         return "webarena.evaluate", {"answer": answer}

@@ -78,15 +78,20 @@ def test_fresh_cached_forked_and_speculated_runs_agree_on_the_exact_fields():
         cached.close()
 
 
-def test_a_replay_that_differs_from_its_recording_drops_that_subtree():
-    """Record two steps, then make the first one's recording disagree with what the desktop does (as a
-    timing-dependent app would): materialising the second state replays the first, notices, drops the
-    subtree and executes again — the step equals a fresh run and nothing stale is served."""
+@pytest.mark.parametrize("depth, field, sync", [(2, "accessibility_tree", False), (1, "last_action_error", False),
+                                               (2, "accessibility_tree", True)])
+def test_a_replay_that_differs_from_its_recording_drops_that_subtree(depth, field, sync):
+    """Record two steps, then make one recording disagree with what the desktop does (as a timing-dependent
+    app would): materialising the second state replays both calls, notices, drops the subtree and
+    executes again — the step equals a fresh run and nothing stale is served. The last replayed call is
+    compared on every exact field; the unobserved one before it on its `last_action_error`. With background
+    sync the hits are replayed unobserved as they come, and the state is observed when the miss needs it."""
     from envs.osworld.env import OSWorldAdapter
 
-    actions = ["pyautogui.typewrite('abc')", "pyautogui.typewrite('def')", "pyautogui.press('enter')"]
+    # text of its own per case: the process-wide tree must not already hold the earlier case's third step
+    actions = [f"pyautogui.typewrite('abc{depth}{sync}')", "pyautogui.typewrite('def')", "pyautogui.press('enter')"]
     fresh = _make(cache=False)
-    env = _make(diagnostics=True)
+    env = _make(diagnostics=True, background_sync=sync)  # without sync the miss replays both calls in one plan
     try:
         reference = _run(fresh, actions)
         _run(env, actions[:2])
@@ -94,9 +99,10 @@ def test_a_replay_that_differs_from_its_recording_drops_that_subtree():
         tree = env.unwrapped.episode.tree
         first = tree.lookup(env.unwrapped.history[:1], count=False).node
         for n in (first, *first.children.values()):
-            tree.drop_snapshot(n)  # the second state is then only reachable by replaying the first call
-        obs = dict(first.result.observation, accessibility_tree="<recorded under other timing/>")
-        first.result = dataclasses.replace(first.result, observation=obs)
+            tree.drop_snapshot(n)  # the second state is then only reachable by replaying both calls
+        bad = tree.lookup(env.unwrapped.history[:depth], count=False).node
+        obs = dict(bad.result.observation, **{field: "<recorded under other timing/>"})
+        bad.result = dataclasses.replace(bad.result, observation=obs)
         env.reset()
         trace = [_exact(env, env.unwrapped.episode.last_obs)]
         infos = []
@@ -105,8 +111,9 @@ def test_a_replay_that_differs_from_its_recording_drops_that_subtree():
             trace.append((_exact(env, obs), r, term, trunc))
             infos.append(info["bunshin"])
         assert infos[2].get("diverged") == 1, infos[2]
+        assert infos[2]["restores"]["replayed_unobserved"] >= 1, infos[2]["restores"]
         assert trace[3] == reference[3], "the step after the divergence equals a fresh run"
-        assert tree.lookup(env.unwrapped.history[:1], count=False).node is not first
+        assert tree.lookup(env.unwrapped.history[:depth], count=False).node is not bad
         assert OSWorldAdapter.exact_fields and "screenshot" not in OSWorldAdapter.exact_fields
     finally:
         fresh.close()
