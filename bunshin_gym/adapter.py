@@ -84,7 +84,7 @@ class EnvAdapter(abc.ABC):
     def step_call(self, action: str, observe: bool = True) -> tuple[str, dict]:
         """The executor call that executes a canonical action. With ``observe=False`` (asked only when
         ``replay_observes_every_call`` is False) the call executes the action and waits as a step does, but
-        answers only ``last_action_error``: a replay's intermediate calls, whose observations nobody reads."""
+        answers only ``last_action_error``: replayed calls, whose observations nobody reads."""
 
     @abc.abstractmethod
     def evaluate_call(self, answer: str | None) -> tuple[str, dict]:

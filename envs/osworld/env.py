@@ -49,9 +49,11 @@ the same actions are the same only up to pixels: ``accessibility_tree``, ``termi
 identical grabs, up to 1 s). After each action the step waits until the desktop's processes are idle (at most
 10 s) before observing, so the next action meets the same state whether it comes after a policy's think time
 or at once (speculation, replay). Replaying recorded calls checks those fields; a replay that differs drops that
-part of the prefix tree (``info["bunshin"]["diverged"]``) and the calls are executed again. A replay observes
-only its last call (the accessibility tree costs seconds of CPU on a spreadsheet) and checks the calls before
-it by ``last_action_error`` (``replay_observes_every_call``; counted in ``restores["replayed_unobserved"]``).
+part of the prefix tree (``info["bunshin"]["diverged"]``) and the calls are executed again. Replayed calls are
+not observed (the accessibility tree costs seconds of CPU on a spreadsheet): each is checked by its
+``last_action_error``, and the state reached is observed and checked just before a miss, fork or evaluation
+uses it (``replay_observes_every_call``; counted in ``restores["replayed_unobserved"]``), so keeping the live
+desktop in step with cache hits costs the actions only.
 
 Version history: v0 — first release.
 """

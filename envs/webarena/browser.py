@@ -287,7 +287,7 @@ class BrowserSession:
     def screenshot_png(self) -> bytes:
         """Viewport screenshot of the active tab as PNG bytes (same pixels as :meth:`screenshot`)."""
         # CDP directly, PNG encoded for speed (lossless: same pixels, ~25% larger), the style only where it can
-        # matter: ~20-35 ms a step less than Playwright's page.screenshot(style=SCREENSHOT_CSS), which injects a
+        # matter: ~10-35 ms a step less than Playwright's page.screenshot(style=SCREENSHOT_CSS), which injects a
         # <style> element into every frame and repaints the page around the shot
         page = self.page
         cdp = self._cdp_session(page)
