@@ -60,7 +60,8 @@ def bench_epoch(env: str = typer.Option("webarena", help="webarena, osworld or a
 
     result = run(Args(env=resolve_env(env), tasks=tasks, group=group, iterations=iterations, concurrency=concurrency,
                       think_median_s=think_median_s, perturb_p=perturb_p, detour_skew=detour_skew,
-                      speculate_min_idle_cpus=speculate_min_idle_cpus, configs=tuple(c for c in configs.split(",") if c), out=str(out)))
+                      speculate_min_idle_cpus=speculate_min_idle_cpus,
+                      configs=tuple(c for c in configs.split(",") if c), out=str(out)))
     _print_epoch(result)
     typer.echo(f"wrote {out / 'epoch.json'} and {out}/epoch_*.png")
 

@@ -140,11 +140,13 @@ class Restorer:
         self.stats[source] += 1
         self._unverified = None  # a live start still unobserved is checked through the state replayed from it
         try:
-            reached = self._replay(ws, plan.ancestor, plan.calls, observe_last=verify)
+            reached = self._replay(ws, plan.ancestor, plan.calls)
         except BaseException:
             ws.destroy()
             raise
         self.workspace, self.node, self._unverified = ws, node, reached
+        if verify:
+            self._verify_live()
         if diag is not None:
             diag["restore"] = {"source": source, "replayed": len(plan.calls), "s": round(time.monotonic() - t0, 4)}
         return len(plan.calls)
@@ -157,16 +159,15 @@ class Restorer:
             if handle.restores >= 2:
                 self.runtime.standby.ensure(snap, self.backend)
 
-    def _replay(self, ws: Workspace, ancestor: Node, calls: tuple[str, ...], observe_last: bool = True) -> Node | None:
+    def _replay(self, ws: Workspace, ancestor: Node, calls: tuple[str, ...]) -> Node | None:
         """Run the recorded calls from `ancestor`, checking each answer against the recording
         (`EnvAdapter.exact_fields`); raises ReplayDiverged at the first that differs. Where the adapter's
-        `replay_observes_every_call` is False the calls are checked by `last_action_error` only, the last one
-        observed if `observe_last`; returns the node reached if its observation is still to be checked."""
+        `replay_observes_every_call` is False the calls are not observed and are checked by `last_action_error`
+        only; then returns the node reached, whose observation `_verify_live` checks before the state is used."""
         n = ancestor
-        every = self.adapter.replay_observes_every_call
-        for i, sig in enumerate(calls):
+        observe = self.adapter.replay_observes_every_call
+        for sig in calls:
             n = n.children[sig]
-            observe = every or (observe_last and i == len(calls) - 1)
             method, params = self.adapter.step_call(sig) if observe else self.adapter.step_call(sig, observe=False)
             raw = ws.call(method, timeout=self.call_timeout_s, **params)
             self.stats["replayed_calls"] += 1
@@ -178,7 +179,7 @@ class Restorer:
                             self.adapter.exact_fields or tuple(n.result.observation))
             else:
                 self._check(n, {"last_action_error": self.adapter.decode_error(raw)}, ("last_action_error",))
-        return n if calls and not every and not observe_last and n.result is not None else None
+        return n if calls and not observe and n.result is not None else None
 
     def _check(self, n: Node, got: dict, keys) -> None:
         for key in keys:

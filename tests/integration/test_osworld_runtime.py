@@ -83,9 +83,9 @@ def test_fresh_cached_forked_and_speculated_runs_agree_on_the_exact_fields():
 def test_a_replay_that_differs_from_its_recording_drops_that_subtree(depth, field, sync):
     """Record two steps, then make one recording disagree with what the desktop does (as a timing-dependent
     app would): materialising the second state replays both calls, notices, drops the subtree and
-    executes again — the step equals a fresh run and nothing stale is served. The last replayed call is
-    compared on every exact field; the unobserved one before it on its `last_action_error`. With background
-    sync the hits are replayed unobserved as they come, and the state is observed when the miss needs it."""
+    executes again — the step equals a fresh run and nothing stale is served. Each replayed call is checked
+    on its `last_action_error` and the state reached, observed when the miss needs it, on every exact field
+    (with background sync the hits are replayed as they come, without the miss waiting for them)."""
     from envs.osworld.env import OSWorldAdapter
 
     # text of its own per case: the process-wide tree must not already hold the earlier case's third step
