@@ -73,6 +73,11 @@ def _print_epoch(result: dict) -> None:
         acc = "-" if c["spec_accuracy"] is None else f"{c['spec_accuracy']:.2f}"
         typer.echo(f"{name:<11} {c['wall_s']:>8.1f} {c['peak_memory_mb']:>8.0f} "
                    f"{str(c['hit_rate_per_iteration']):<28} {acc:>8} {c['cpu_busy_fraction']:>8.0%}")
+    for name, c in cfgs.items():
+        paths = "; ".join(f"{i['slowest']['steps']} steps, {i['slowest']['hits']} hits, think {i['slowest']['think_s']:.0f} s"
+                          f" + steps {i['slowest']['exec_s']:.0f} s" for i in c["iterations"])
+        typer.echo(f"{name:<11} slowest rollout per iteration: {paths}")
+    typer.echo(f"think floor (every step free): {next(iter(cfgs.values()))['think_floor_s']:.1f} s")
     rewards = [c["rewards"] for c in cfgs.values()]
     same = all(r == rewards[0] for r in rewards)
     typer.echo(f"rewards identical across configurations: {same} (mean {sum(rewards[0]) / max(1, len(rewards[0])):.2f})")

@@ -15,8 +15,11 @@ Rewards must be identical across configurations: the cache and speculation may c
 
 Writes OUT/epoch.json = {"think_time", "args", "configs": {name: {"wall_s", "peak_memory_mb",
 "hit_rate_per_iteration", "spec_accuracy", "speculations_started", "tail_steps_speculating_vs_not",
-"cpu_busy_fraction", "running_over_time", "rewards", "actions" (each rollout's, in the order of "rewards")}}}
-and OUT/epoch_*.png.
+"cpu_busy_fraction", "running_over_time", "rewards", "actions" (each rollout's, in the order of "rewards"),
+"iterations" (each one's wall and its slowest rollout: steps, hits, think_s, exec_s), "think_floor_s"}}}
+and OUT/epoch_*.png. The slowest rollout of an iteration is its critical path; "think_floor_s" (the sum over
+iterations of the longest think time of one rollout, the same in every configuration) is the wall an epoch
+would take if every step cost nothing: what reuse can save is the wall above it.
 Full run:  bunshin bench epoch --env webarena --tasks 4 --group 4 --iterations 3 --out bench-out/epoch
 OSWorld:   bunshin bench epoch --env osworld --tasks 2 --group 4 --iterations 2 --out bench-out/epoch-osworld
 """
@@ -140,6 +143,7 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
     mon = threading.Thread(target=sampler, daemon=True)
     mon.start()
     hit_rates, rewards, actions, matched, predicted, started, tail_steps = [], [], [], 0, 0, 0, [0, 0]
+    iterations = []
     bar = tqdm(total=args.iterations * len(tasks) * args.group, desc=config, unit="rollout", disable=not progress)
     for it in range(args.iterations):
         selector = tail = None
@@ -166,6 +170,7 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
                                 env_kwargs={"cache": use_cache, "selector": selector, "speculate_k": args.speculate_k,
                                             "speculate_min_idle_cpus": args.speculate_min_idle_cpus,
                                             "stats_sink": envs_stats})
+        iterations.append(critical_path(rollouts, time.monotonic() - t_start - sum(i["wall_s"] for i in iterations)))
         steps = sum(len(r.steps) for r in rollouts)
         hit_rates.append(round(sum(r.hits for r in rollouts) / max(1, steps), 4))
         rewards += [r.reward for r in rollouts]
@@ -188,7 +193,19 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
             "speculations_started": started if use_spec else None,
             "tail_steps_speculating_vs_not": tail_steps if use_spec else None,
             "cpu_busy_fraction": round(busy / max(total, 1), 3), "running_over_time": running, "rewards": rewards,
-            "actions": actions}
+            "actions": actions, "iterations": iterations,
+            "think_floor_s": round(sum(i["longest_think_s"] for i in iterations), 2)}
+
+
+def critical_path(rollouts, wall_s: float) -> dict:
+    """An iteration's wall and where its slowest rollout spent its time (think, steps, the rest: reset,
+    make, close, waiting for a workspace slot)."""
+    slow = max(rollouts, key=lambda r: r.end_s)
+    think, execute = sum(s.think_s for s in slow.steps), sum(s.exec_s for s in slow.steps)
+    return {"wall_s": round(wall_s, 2), "longest_think_s": round(max(sum(s.think_s for s in r.steps) for r in rollouts), 2),
+            "slowest": {"task": slow.task_id, "sample": slow.sample, "steps": len(slow.steps), "hits": slow.hits,
+                        "think_s": round(think, 2), "exec_s": round(execute, 2),
+                        "other_s": round(slow.end_s - slow.start_s - think - execute, 2)}}
 
 
 def plot(result: dict, out: Path) -> None:

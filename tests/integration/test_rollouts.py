@@ -50,6 +50,12 @@ def test_epoch_benchmark_rewards_are_identical_across_configurations(tmp_path):
     # tests; two samples stepping in lockstep tie, and ties all speculate)
     speculating, not_speculating = cfgs["spec"]["tail_steps_speculating_vs_not"]
     assert speculating > 0 and speculating + not_speculating == sum(map(len, cfgs["spec"]["actions"]))
+    for c in cfgs.values():  # each iteration's critical path: its slowest rollout, within the iteration's wall
+        assert len(c["iterations"]) == 2 and 0 < c["think_floor_s"] < c["wall_s"]
+        for it in c["iterations"]:
+            slow = it["slowest"]
+            assert slow["think_s"] <= it["longest_think_s"] and slow["other_s"] >= 0
+            assert slow["think_s"] + slow["exec_s"] + slow["other_s"] <= it["wall_s"] + 0.05
     on_disk = json.loads((tmp_path / "epoch.json").read_text())
     assert on_disk["configs"]["cache"]["wall_s"] > 0
     for png in ("epoch_wall.png", "epoch_running.png", "epoch_hits.png"):
