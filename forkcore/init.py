@@ -3,9 +3,10 @@
 Stage 1 runs with the host's filesystem view, inside fresh pid/mnt/net/ipc/uts namespaces (started by
 `unshare`): it mounts the overlay root, read-only binds of the host's system paths, proc/sys/dev and the
 tmpfs dirs, pivots into the new root and re-executes itself from there, so that no file of the host's
-root stays open or mapped (CRIU could not dump it). Stage 2 brings loopback up, installs the seccomp filter
-that hides what CRIU cannot checkpoint (seccomp.py), starts the services of the spec one after another,
-writes /run/bunshin/ready and reaps children forever.
+root stays open or mapped (CRIU could not dump it). Stage 2 brings loopback up, hides the host's kernel
+interfaces, installs the seccomp filter that hides what CRIU cannot checkpoint (seccomp.py), drops
+capabilities (hardening.py), starts the services of the spec one after another, writes /run/bunshin/ready
+and reaps children forever.
 Standard library only: it runs before anything else exists.
 """
 from __future__ import annotations
@@ -65,12 +66,12 @@ def stage1(cfg: dict) -> None:
     root = cfg["merged"]
     os.setsid()  # CRIU needs the session leader inside the pid namespace
     _mount("none", "/", None, MS_REC | MS_PRIVATE)
-    _mount("overlay", root, "overlay", 0,
+    _mount("overlay", root, "overlay", MS_NODEV,  # device nodes only in /dev
            f"lowerdir={':'.join(cfg['lowers'])},upperdir={cfg['upper']},workdir={cfg['work']}")
     for src in cfg["binds"]:
         _mount(src, root + src, None, MS_BIND | MS_REC)
         # setuid programs of /usr (sudo) must work for a workspace's non-root users
-        _mount("none", root + src, None, MS_BIND | MS_REMOUNT | MS_RDONLY)
+        _mount("none", root + src, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NODEV)
     if cfg.get("mem_dir"):
         _mount(cfg["mem_dir"], root + "/opt/bunshin/mem", None, MS_BIND)
         _mount("none", root + "/opt/bunshin/mem", None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
@@ -165,12 +166,18 @@ def _credentials(user: str | None) -> dict:
 
 def stage2() -> None:
     """PID 1 inside the new root: start services, then reap forever."""
+    from forkcore import hardening
     from forkcore.seccomp import install_workspace_filter
 
     spec = json.load(open("/etc/bunshin/spec.json"))
     _loopback_up()
     socket.sethostname(spec["hostname"])
-    install_workspace_filter(allow_pkeys=spec.get("allow_pkeys", False))
+    harden = spec.get("harden", True)
+    if harden:
+        hardening.mask_kernel_interfaces()
+    install_workspace_filter(allow_pkeys=spec.get("allow_pkeys", False))  # as root: needs CAP_SYS_ADMIN
+    if harden:
+        hardening.drop_capabilities()
     children: list[subprocess.Popen] = []
 
     def terminate(signum, frame):

@@ -64,6 +64,8 @@ class WorkspaceSpec:
         allow_pkeys: let processes allocate x86 memory protection keys. Off by default: CRIU 4.1.1 restores
             no key state, so a clone of a process that uses keys crashes when it next applies one (Chromium
             >= 156 on a PKU CPU: every new page of a clone). See forkcore/seccomp.py.
+        harden: drop capabilities and hide the host's kernel interfaces (forkcore/hardening.py). False only
+            for the escape tests' negative controls: an agent's code could then change the host.
     """
 
     name: str
@@ -77,6 +79,7 @@ class WorkspaceSpec:
     executor: bool = True
     executor_user: str | None = None
     allow_pkeys: bool = False
+    harden: bool = True
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
