@@ -1,6 +1,8 @@
-"""Freezing a workspace with the cgroup freezer (v1 hierarchy if mounted, else cgroup v2's cgroup.freeze)."""
+"""A workspace's cgroups: the freezer (v1 hierarchy if mounted, else cgroup v2's cgroup.freeze) and its task
+limit (the v1 pids controller, or pids.max of the v2 cgroup when the controller is enabled there)."""
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import time
@@ -8,7 +10,9 @@ from pathlib import Path
 
 from .errors import KernelFeatureMissing
 
+log = logging.getLogger("forkcore")
 _V1 = Path("/sys/fs/cgroup/freezer")
+_V1_PIDS = Path("/sys/fs/cgroup/pids")
 _V2_CANDIDATES = (Path("/sys/fs/cgroup/unified"), Path("/sys/fs/cgroup"))
 
 
@@ -20,13 +24,37 @@ def _v2_root() -> Path | None:
 
 
 class Freezer:
-    """One freezer cgroup per workspace: join(pid), freeze(), thaw(), remove()."""
+    """One freezer cgroup per workspace: join(pid), freeze(), thaw(), remove(). With `pids_max`, the workspace's
+    tasks (processes and threads) are also limited to that many: a fork bomb fails with EAGAIN inside it."""
 
-    def __init__(self, name: str, create: bool = True) -> None:
+    _warned_pids = False
+
+    def __init__(self, name: str, create: bool = True, pids_max: int | None = None) -> None:
         parent = self.parent()
         self.path, self.v1 = parent / name, parent.parent == _V1
+        self.pids_path = (_V1_PIDS / "bunshin" / name) if self.v1 and (_V1_PIDS / "cgroup.procs").exists() else None
         if create:
             self.path.mkdir(parents=True, exist_ok=True)
+            if pids_max is not None:
+                self._limit_pids(pids_max)
+
+    def _limit_pids(self, pids_max: int) -> None:
+        if self.pids_path is not None:
+            self.pids_path.mkdir(parents=True, exist_ok=True)
+            (self.pids_path / "pids.max").write_text(str(pids_max))
+            return
+        if not (self.path / "pids.max").exists():  # cgroup v2: enable the controller for the workspaces' cgroups
+            try:
+                (self.path.parent / "cgroup.subtree_control").write_text("+pids")
+            except OSError:
+                pass
+        if (self.path / "pids.max").exists():
+            (self.path / "pids.max").write_text(str(pids_max))
+        elif not Freezer._warned_pids:
+            Freezer._warned_pids = True
+            log.warning("no pids cgroup controller here (v1 not mounted at %s, v2 without +pids in %s): workspaces "
+                        "run without their task limit (WorkspaceSpec.pids_max), so a fork bomb inside one reaches "
+                        "the host's limits", _V1_PIDS, self.path.parent / "cgroup.subtree_control")
 
     @staticmethod
     def parent() -> Path:
@@ -49,13 +77,18 @@ class Freezer:
             return []
         return [cls(d.name, create=False) for d in sorted(parent.iterdir()) if d.is_dir()]
 
+    def _joined(self) -> list[Path]:
+        return [self.path] + ([self.pids_path] if self.pids_path is not None and self.pids_path.is_dir() else [])
+
     def join(self, pid: int) -> None:
-        (self.path / "cgroup.procs").write_text(str(pid))
+        for path in self._joined():
+            (path / "cgroup.procs").write_text(str(pid))
 
     def join_self(self) -> None:
-        """For subprocess preexec_fn: move the calling process into the cgroup."""
-        with open(self.path / "cgroup.procs", "w") as f:
-            f.write("0" if self.v1 else str(os.getpid()))
+        """For subprocess preexec_fn: move the calling process into the cgroups."""
+        for path in self._joined():
+            with open(path / "cgroup.procs", "w") as f:
+                f.write("0" if self.v1 else str(os.getpid()))
 
     def _set(self, frozen: bool, timeout: float = 10.0) -> None:
         if self.v1:
@@ -108,11 +141,12 @@ class Freezer:
             self.thaw()
         except (OSError, TimeoutError):
             pass
-        for _ in range(100):
-            try:
-                self.path.rmdir()
-                return
-            except FileNotFoundError:
-                return
-            except OSError:
-                time.sleep(0.02)  # tasks still exiting
+        for path in self._joined():
+            for _ in range(100):
+                try:
+                    path.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.02)  # tasks still exiting

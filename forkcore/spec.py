@@ -66,6 +66,9 @@ class WorkspaceSpec:
             >= 156 on a PKU CPU: every new page of a clone). See forkcore/seccomp.py.
         harden: drop capabilities and hide the host's kernel interfaces (forkcore/hardening.py). False only
             for the escape tests' negative controls: an agent's code could then change the host.
+        pids_max: most tasks (processes and threads) the workspace may hold, a clone's own count; beyond it
+            fork and clone fail with EAGAIN inside the workspace only (a fork bomb). None: no limit (also, with a
+            warning, on a host without a pids cgroup controller).
     """
 
     name: str
@@ -80,6 +83,7 @@ class WorkspaceSpec:
     executor_user: str | None = None
     allow_pkeys: bool = False
     harden: bool = True
+    pids_max: int | None = 8192
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
@@ -107,6 +111,9 @@ def validate_spec(spec: WorkspaceSpec) -> None:
         raise ValueError(f"WorkspaceSpec.name {spec.name!r}: use 1-64 letters, digits, '_', '.', '-'")
     if not _NAME.match(spec.hostname):
         raise ValueError(f"WorkspaceSpec.hostname {spec.hostname!r}: use 1-64 letters, digits, '_', '.', '-'")
+    if spec.pids_max is not None and (not isinstance(spec.pids_max, int) or spec.pids_max < 64):
+        raise ValueError(f"WorkspaceSpec.pids_max={spec.pids_max!r}: expected an int >= 64 (a desktop alone runs "
+                         f"hundreds of threads) or None for no limit")
     if spec.tmpfs_mb < 16:
         raise ValueError(f"WorkspaceSpec.tmpfs_mb={spec.tmpfs_mb}: expected at least 16")
     _USER = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")

@@ -151,7 +151,7 @@ class Workspace:
         cfg = {"merged": str(ws_dir / "merged"), "upper": str(ws_dir / "upper"), "work": str(ws_dir / "work"),
                "lowers": [str(p) for p in lowers], "binds": list(layers.HOST_BINDS), "mem_dir": str(paths.SHM_DIR),
                "tmpfs_mb": spec.tmpfs_mb, "ksm_mergeable": spec.ksm_mergeable, "python": py, "env": env}
-        freezer = Freezer(ws_id)
+        freezer = Freezer(ws_id, pids_max=spec.pids_max)
         stage1_log = open(ws_dir / "stage1.log", "wb")
         try:
             popen = subprocess.Popen(
@@ -564,7 +564,7 @@ class Snapshot:
         for sub in ("upper", "work", "merged"):
             (ws_dir / sub).mkdir(parents=True)
         (ws_dir / "owner.pid").write_text(str(os.getpid()))  # before anything gc could take for an orphan
-        freezer = Freezer(ws_id)
+        freezer = Freezer(ws_id, pids_max=self.spec.pids_max)
         _mount_overlay(self.lowers, ws_dir / "upper", ws_dir / "work", ws_dir / "merged")
         pidfile = ws_dir / "init.pid"
         log = ws_dir / "restore.log"

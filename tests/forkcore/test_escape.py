@@ -91,3 +91,41 @@ def test_workspace_processes_hold_only_the_kept_capabilities(clone, unhardened):
     assert caps["CapInh"] == caps["CapAmb"] == 0
     assert not caps["CapEff"] & (1 << 21), "CAP_SYS_ADMIN"
     assert _caps(unhardened)["CapEff"] & (1 << 21)  # control: root without hardening holds it
+
+
+# A bounded fork bomb: it starts sleepers until fork fails (or 300 run), reports how many, and ends them.
+_SPAWN = ("import subprocess\nprocs, error = [], None\n"
+          "try:\n"
+          "    for _ in range(300): procs.append(subprocess.Popen(['sleep', '60']))\n"
+          "except OSError as e: error = type(e).__name__\n"
+          "for p in procs: p.kill(); p.wait()\n"
+          "print(json.dumps({'started': len(procs), 'error': error}))")
+
+
+def test_a_fork_bomb_stops_at_the_clones_task_limit_and_the_clone_stays_usable():
+    from forkcore import Workspace
+    from forkcore.probe import probe_spec
+
+    ws = Workspace.start(probe_spec("fcpids", pids_max=96))
+    try:
+        snap = ws.snapshot()
+        try:
+            clone = snap.fork(1, backend="private")[0]  # the limit is the clone's own, set again at restore
+            try:
+                r = json.loads(clone.exec(["python3", "-c", _PRELUDE + _SPAWN], timeout=60)["stdout"].strip())
+                assert r["error"] == "BlockingIOError" and 0 < r["started"] < 96, r
+                assert clone.call("ping") is not None
+                again = json.loads(clone.exec(["python3", "-c", _PRELUDE + _SPAWN.replace("300", "5")])["stdout"])
+                assert again == {"started": 5, "error": None}  # the sleepers are gone: room again
+            finally:
+                clone.destroy()
+        finally:
+            snap.release()
+    finally:
+        ws.destroy()
+    unlimited = Workspace.start(probe_spec("fcnopids", pids_max=None))  # control: the same bomb gets through
+    try:
+        r = json.loads(unlimited.exec(["python3", "-c", _PRELUDE + _SPAWN], timeout=60)["stdout"].strip())
+        assert r == {"started": 300, "error": None}
+    finally:
+        unlimited.destroy()
