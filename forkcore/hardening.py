@@ -11,12 +11,15 @@ is still privileged, before any service starts, so every process of the workspac
   pid namespace but /proc/sys and sysrq are the host's kernel.
 
 CRIU dumps and restores all of it (the masks are ordinary bind and tmpfs mounts of the workspace's mount
-namespace; capability sets are part of each process's image). Standard library only: init imports it.
+namespace; capability sets are part of each process's image). Standard library only: init imports it
+(and it uses init's mount helper).
 """
 from __future__ import annotations
 
 import ctypes
 import os
+
+from forkcore.init import MS_BIND, MS_NODEV, MS_NOEXEC, MS_NOSUID, MS_RDONLY, MS_REC, MS_REMOUNT, _mount
 
 #: Docker's default capability set without NET_RAW and MKNOD (numbers: linux/capability.h)
 KEPT_CAPABILITIES = {
@@ -33,7 +36,6 @@ READONLY_PATHS = ("/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysr
 
 PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC = 1, 2, 4, 8, 32, 4096, 16384
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -50,11 +52,6 @@ def _check(ret: int, what: str) -> None:
     if ret != 0:
         e = ctypes.get_errno()
         raise OSError(e, f"workspace hardening: {what}: {os.strerror(e)}")
-
-
-def _mount(src: str, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-    _check(_libc.mount(src.encode(), target.encode(), fstype.encode() if fstype else None, flags,
-                       data.encode() if data else None), f"mount {src} on {target}")
 
 
 def last_capability() -> int:
