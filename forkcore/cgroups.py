@@ -1,5 +1,8 @@
-"""A workspace's cgroups: the freezer (v1 hierarchy if mounted, else cgroup v2's cgroup.freeze) and its task
-limit (the v1 pids controller, or pids.max of the v2 cgroup when the controller is enabled there)."""
+"""A workspace's cgroups: the freezer (v1 hierarchy if mounted, else cgroup v2's cgroup.freeze) and its limits:
+tasks (the v1 pids controller, or pids.max of the v2 cgroup when the controller is enabled there), memory (v1
+memory.limit_in_bytes, or v2 memory.max) and devices (the v1 devices controller: only the nodes of the
+workspace's own /dev may be opened; cgroup v2 has no devices file, there the workspace relies on its minimal
+/dev and the dropped CAP_MKNOD alone)."""
 from __future__ import annotations
 
 import logging
@@ -9,11 +12,16 @@ import time
 from pathlib import Path
 
 from .errors import KernelFeatureMissing
+from .init import DEVICE_NODES
 
 log = logging.getLogger("forkcore")
 _V1 = Path("/sys/fs/cgroup/freezer")
-_V1_PIDS = Path("/sys/fs/cgroup/pids")
+_V1_LIMITS = {c: Path("/sys/fs/cgroup") / c for c in ("pids", "memory", "devices")}
 _V2_CANDIDATES = (Path("/sys/fs/cgroup/unified"), Path("/sys/fs/cgroup"))
+#: what a workspace's processes may do with devices (Docker's rules: mknod of any node, which CRIU needs for
+#: a restored /dev and the dropped CAP_MKNOD denies to the workspace; open only these), after "a" is denied
+DEVICES_ALLOWED = ("c *:* m", "b *:* m", *(f"c {major}:{minor} rwm" for _, major, minor in DEVICE_NODES),
+                   "c 5:2 rwm", "c 136:* rwm")  # ptmx and the ptys of its devpts
 
 
 def _v2_root() -> Path | None:
@@ -23,38 +31,70 @@ def _v2_root() -> Path | None:
     return None
 
 
+def _kmod_device_rule() -> str | None:
+    """The kmod backend's /dev/bunshin_cow (CRIU maps it into clones; kmod_backend.py), where it is loaded."""
+    try:
+        st = os.stat("/dev/bunshin_cow")
+    except OSError:
+        return None
+    return f"c {os.major(st.st_rdev)}:{os.minor(st.st_rdev)} rwm"
+
+
 class Freezer:
-    """One freezer cgroup per workspace: join(pid), freeze(), thaw(), remove(). With `pids_max`, the workspace's
-    tasks (processes and threads) are also limited to that many: a fork bomb fails with EAGAIN inside it."""
+    """One freezer cgroup per workspace: join(pid), freeze(), thaw(), remove(), with the workspace's limits
+    beside it: `pids_max` tasks (processes and threads: a fork bomb fails with EAGAIN inside it),
+    `memory_max_mb` (a memory bomb meets the OOM killer inside it) and, with `devices`, only the devices of
+    its own /dev (`DEVICES_ALLOWED`)."""
 
-    _warned_pids = False
+    _warned: set[str] = set()
 
-    def __init__(self, name: str, create: bool = True, pids_max: int | None = None) -> None:
+    def __init__(self, name: str, create: bool = True, pids_max: int | None = None,
+                 memory_max_mb: int | None = None, devices: bool = False) -> None:
         parent = self.parent()
         self.path, self.v1 = parent / name, parent.parent == _V1
-        self.pids_path = (_V1_PIDS / "bunshin" / name) if self.v1 and (_V1_PIDS / "cgroup.procs").exists() else None
+        #: the v1 hierarchies of the limits (absent where that controller is not mounted)
+        self.limit_paths = {c: root / "bunshin" / name for c, root in _V1_LIMITS.items()
+                            if self.v1 and (root / "cgroup.procs").exists()}
         if create:
             self.path.mkdir(parents=True, exist_ok=True)
             if pids_max is not None:
-                self._limit_pids(pids_max)
+                self._limit("pids", "pids.max", str(pids_max))
+            if memory_max_mb is not None:
+                self._limit("memory", "memory.limit_in_bytes" if self.v1 else "memory.max", str(memory_max_mb << 20))
+            if devices:
+                self._limit_devices()
 
-    def _limit_pids(self, pids_max: int) -> None:
-        if self.pids_path is not None:
-            self.pids_path.mkdir(parents=True, exist_ok=True)
-            (self.pids_path / "pids.max").write_text(str(pids_max))
+    def _limit(self, controller: str, knob: str, value: str) -> None:
+        if controller in self.limit_paths:
+            path = self.limit_paths[controller]
+            path.mkdir(parents=True, exist_ok=True)
+            (path / knob).write_text(value)
             return
-        if not (self.path / "pids.max").exists():  # cgroup v2: enable the controller for the workspaces' cgroups
+        if not (self.path / knob).exists():  # cgroup v2: enable the controller for the workspaces' cgroups
             try:
-                (self.path.parent / "cgroup.subtree_control").write_text("+pids")
+                (self.path.parent / "cgroup.subtree_control").write_text(f"+{controller}")
             except OSError:
                 pass
-        if (self.path / "pids.max").exists():
-            (self.path / "pids.max").write_text(str(pids_max))
-        elif not Freezer._warned_pids:
-            Freezer._warned_pids = True
-            log.warning("no pids cgroup controller here (v1 not mounted at %s, v2 without +pids in %s): workspaces "
-                        "run without their task limit (WorkspaceSpec.pids_max), so a fork bomb inside one reaches "
-                        "the host's limits", _V1_PIDS, self.path.parent / "cgroup.subtree_control")
+        if (self.path / knob).exists():
+            (self.path / knob).write_text(value)
+        elif controller not in Freezer._warned:
+            Freezer._warned.add(controller)
+            log.warning("no %s cgroup controller here (v1 not mounted at %s, v2 without +%s in %s): workspaces "
+                        "run without that limit, so a bomb inside one reaches the host's limits", controller,
+                        _V1_LIMITS[controller], controller, self.path.parent / "cgroup.subtree_control")
+
+    def _limit_devices(self) -> None:
+        path = self.limit_paths.get("devices")
+        if path is None:
+            if "devices" not in Freezer._warned:
+                Freezer._warned.add("devices")
+                log.warning("no v1 devices cgroup here: workspaces rely on their minimal /dev and the dropped "
+                            "CAP_MKNOD to keep the host's devices closed")
+            return
+        path.mkdir(parents=True, exist_ok=True)
+        (path / "devices.deny").write_text("a")
+        for rule in (*DEVICES_ALLOWED, *filter(None, [_kmod_device_rule()])):
+            (path / "devices.allow").write_text(rule)
 
     @staticmethod
     def parent() -> Path:
@@ -78,7 +118,7 @@ class Freezer:
         return [cls(d.name, create=False) for d in sorted(parent.iterdir()) if d.is_dir()]
 
     def _joined(self) -> list[Path]:
-        return [self.path] + ([self.pids_path] if self.pids_path is not None and self.pids_path.is_dir() else [])
+        return [self.path] + [p for p in self.limit_paths.values() if p.is_dir()]
 
     def join(self, pid: int) -> None:
         for path in self._joined():

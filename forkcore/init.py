@@ -4,10 +4,11 @@ Stage 1 runs with the host's filesystem view, inside fresh pid/mnt/net/ipc/uts n
 `unshare`): it mounts the overlay root, read-only binds of the host's system paths, proc/sys/dev and the
 tmpfs dirs, pivots into the new root and re-executes itself from there, so that no file of the host's
 root stays open or mapped (CRIU could not dump it). Stage 2 brings loopback up, hides the host's kernel
-interfaces, installs the seccomp filter that hides what CRIU cannot checkpoint (seccomp.py), drops
-capabilities (hardening.py), starts the services of the spec one after another, writes /run/bunshin/ready
-and reaps children forever.
-Standard library only: it runs before anything else exists.
+interfaces, installs the seccomp filter (Docker's default rules and what CRIU cannot checkpoint: seccomp.py),
+drops capabilities (hardening.py), starts the services of the spec one after another, writes
+/run/bunshin/ready and reaps children forever.
+Standard library only, but for libseccomp's binding (Debian's python3-seccomp) in stage 2: it runs before
+anything else exists.
 """
 from __future__ import annotations
 
@@ -40,11 +41,14 @@ def _mount(src: str, target: str, fstype: str | None, flags: int, data: str | No
         raise OSError(e, f"mount({src!r}, {target!r}, {fstype!r}, {flags:#x}, {data!r}): {os.strerror(e)}")
 
 
+#: the character devices of a workspace's /dev (its devices cgroup allows these, ptmx and the ptys: cgroups.py)
+DEVICE_NODES = (("null", 1, 3), ("zero", 1, 5), ("full", 1, 7), ("random", 1, 8), ("urandom", 1, 9), ("tty", 5, 0))
+
+
 def _make_dev(root: str) -> None:
     dev = root + "/dev"
     _mount("tmpfs", dev, "tmpfs", MS_NOSUID, "mode=755,size=128k")
-    for name, major, minor in (("null", 1, 3), ("zero", 1, 5), ("full", 1, 7), ("random", 1, 8),
-                               ("urandom", 1, 9), ("tty", 5, 0)):
+    for name, major, minor in DEVICE_NODES:
         os.mknod(f"{dev}/{name}", 0o666 | 0o020000, os.makedev(major, minor))
         os.chmod(f"{dev}/{name}", 0o666)
     for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
@@ -175,7 +179,8 @@ def stage2() -> None:
     harden = spec.get("harden", True)
     if harden:
         hardening.mask_kernel_interfaces()
-    install_workspace_filter(allow_pkeys=spec.get("allow_pkeys", False))  # as root: needs CAP_SYS_ADMIN
+    # as root: needs CAP_SYS_ADMIN, so before the drop; harden=False keeps only the CRIU rules
+    install_workspace_filter(allowlist=harden, allow_pkeys=spec.get("allow_pkeys", False))
     if harden:
         hardening.drop_capabilities()
     children: list[subprocess.Popen] = []
@@ -214,8 +219,9 @@ def stage2() -> None:
             json.dump({"services": pids}, f)
         os.rename(RUN_DIR + "/ready.tmp", RUN_DIR + "/ready")
     except Exception:
-        with open(RUN_DIR + "/failed", "w") as f:
+        with open(RUN_DIR + "/failed.tmp", "w") as f:  # renamed whole: the host reads it as soon as it exists
             f.write(traceback.format_exc())
+        os.rename(RUN_DIR + "/failed.tmp", RUN_DIR + "/failed")
     while True:  # reap every orphan of the workspace
         try:
             pid, status = os.wait()

@@ -64,11 +64,19 @@ class WorkspaceSpec:
         allow_pkeys: let processes allocate x86 memory protection keys. Off by default: CRIU 4.1.1 restores
             no key state, so a clone of a process that uses keys crashes when it next applies one (Chromium
             >= 156 on a PKU CPU: every new page of a clone). See forkcore/seccomp.py.
-        harden: drop capabilities and hide the host's kernel interfaces (forkcore/hardening.py). False only
-            for the escape tests' negative controls: an agent's code could then change the host.
+        harden: drop capabilities, hide the host's kernel interfaces (forkcore/hardening.py), allow only
+            Docker's default system calls (forkcore/seccomp.py) and open only the devices of the workspace's
+            own /dev (forkcore/cgroups.py). False only for the escape tests' negative controls: an agent's code
+            could then change the host.
         pids_max: most tasks (processes and threads) the workspace may hold, a clone's own count; beyond it
             fork and clone fail with EAGAIN inside the workspace only (a fork bomb). None: no limit (also, with a
             warning, on a host without a pids cgroup controller).
+        memory_max_mb: most memory (resident, page cache and tmpfs together) the workspace may charge, a clone's
+            own; beyond it the kernel's OOM killer ends a process of that workspace only. None: no limit.
+        disk_mb: most data the workspace may write to its root filesystem (its overlay's upper dir lives on a
+            tmpfs of this size, a clone's own; writes beyond it fail with ENOSPC inside the workspace only; its
+            pages count toward memory_max_mb). /tmp, /run, /root and /home are tmpfs_mb tmpfs of their own.
+            None: the upper dir lies on the state dir's filesystem, unlimited.
     """
 
     name: str
@@ -84,6 +92,8 @@ class WorkspaceSpec:
     allow_pkeys: bool = False
     harden: bool = True
     pids_max: int | None = 8192
+    memory_max_mb: int | None = 4096
+    disk_mb: int | None = 2048
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
@@ -114,6 +124,11 @@ def validate_spec(spec: WorkspaceSpec) -> None:
     if spec.pids_max is not None and (not isinstance(spec.pids_max, int) or spec.pids_max < 64):
         raise ValueError(f"WorkspaceSpec.pids_max={spec.pids_max!r}: expected an int >= 64 (a desktop alone runs "
                          f"hundreds of threads) or None for no limit")
+    if spec.memory_max_mb is not None and (not isinstance(spec.memory_max_mb, int) or spec.memory_max_mb < 256):
+        raise ValueError(f"WorkspaceSpec.memory_max_mb={spec.memory_max_mb!r}: expected an int >= 256 (a browser "
+                         f"alone takes hundreds of MB) or None for no limit")
+    if spec.disk_mb is not None and (not isinstance(spec.disk_mb, int) or spec.disk_mb < 16):
+        raise ValueError(f"WorkspaceSpec.disk_mb={spec.disk_mb!r}: expected an int >= 16 or None for no limit")
     if spec.tmpfs_mb < 16:
         raise ValueError(f"WorkspaceSpec.tmpfs_mb={spec.tmpfs_mb}: expected at least 16")
     _USER = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")

@@ -100,6 +100,20 @@ def _umount(path: Path) -> None:
     _libc.umount2(str(path).encode(), 2)  # MNT_DETACH
 
 
+def _make_rw_dirs(ws_dir: Path, disk_mb: int | None) -> None:
+    """The workspace's dirs: merged (its root), and rw/upper + rw/work of its overlay on a tmpfs of `disk_mb`
+    (its disk quota: a full root filesystem fills that tmpfs only; None: on the state dir, unlimited)."""
+    (ws_dir / "merged").mkdir(parents=True)
+    rw = ws_dir / "rw"
+    rw.mkdir()
+    if disk_mb is not None and _libc.mount(b"tmpfs", str(rw).encode(), b"tmpfs", 0,
+                                           f"size={disk_mb}m,mode=755".encode()) != 0:
+        e = ctypes.get_errno()
+        raise WorkspaceError(f"mounting the {disk_mb} MB tmpfs of {ws_dir.name}'s upper dir failed: {os.strerror(e)}")
+    for sub in ("upper", "work"):
+        (rw / sub).mkdir()
+
+
 class Workspace:
     """A running workspace. Create with `Workspace.start(spec)` or `Snapshot.fork(n)`.
 
@@ -137,21 +151,21 @@ class Workspace:
         _set_subreaper()
         ws_id = f"{spec.name}-{uuid.uuid4().hex[:8]}"
         ws_dir = paths.STATE_DIR / "ws" / ws_id
-        for sub in ("upper", "work", "merged"):
-            (ws_dir / sub).mkdir(parents=True)
+        _make_rw_dirs(ws_dir, spec.disk_mb)
         paths.SHM_DIR.mkdir(parents=True, exist_ok=True)
         lowers = [Path(p) for p in spec.layers] + [layers.code_layer(), layers.system_layer()]
-        etc = ws_dir / "upper/etc/bunshin"
+        etc = ws_dir / "rw/upper/etc/bunshin"
         etc.mkdir(parents=True)
         (etc / "spec.json").write_text(spec.to_json())
         py = str(paths.VENV / "bin/python")
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin:" + str(paths.VENV / "bin"),
                "PYTHONPATH": paths.WS_CODE_DIR, "HOME": "/root", "TMPDIR": "/tmp", "LANG": "C.UTF-8",
                "PYTHONDONTWRITEBYTECODE": "1", **dict(spec.env)}
-        cfg = {"merged": str(ws_dir / "merged"), "upper": str(ws_dir / "upper"), "work": str(ws_dir / "work"),
+        cfg = {"merged": str(ws_dir / "merged"), "upper": str(ws_dir / "rw/upper"),
+               "work": str(ws_dir / "rw/work"),
                "lowers": [str(p) for p in lowers], "binds": list(layers.HOST_BINDS), "mem_dir": str(paths.SHM_DIR),
                "tmpfs_mb": spec.tmpfs_mb, "ksm_mergeable": spec.ksm_mergeable, "python": py, "env": env}
-        freezer = Freezer(ws_id, pids_max=spec.pids_max)
+        freezer = Freezer(ws_id, pids_max=spec.pids_max, memory_max_mb=spec.memory_max_mb, devices=spec.harden)
         stage1_log = open(ws_dir / "stage1.log", "wb")
         try:
             popen = subprocess.Popen(
@@ -305,7 +319,7 @@ class Workspace:
                 pid=self.init_pid, images_dir=images,
                 external_mounts=tuple((m, k) for m, k, _ in _external_mounts()),
                 action_script=str(script),
-                action_env=(("BUNSHIN_UPPER", str(self.dir / "upper")), ("BUNSHIN_LAYER", str(layer))))
+                action_env=(("BUNSHIN_UPPER", str(self.dir / "rw/upper")), ("BUNSHIN_LAYER", str(layer))))
             for attempt in range(1, DUMP_ATTEMPTS + 1):
                 t0 = time.monotonic()
                 try:
@@ -370,6 +384,7 @@ class Workspace:
             self._reap()
             if self._host_mounted:
                 _umount(self.dir / "merged")
+            _umount(self.dir / "rw")
             self._freezer.remove()
             shutil.rmtree(self.dir, ignore_errors=True)
             if self.parent_snapshot is not None:
@@ -561,11 +576,12 @@ class Snapshot:
         ws_dir = paths.STATE_DIR / "ws" / ws_id
         # CRIU runs in the clone's cgroup, so every task it forks is there too: a failed or hung restore is
         # killed whole, whatever namespaces its half-restored tasks already entered.
-        for sub in ("upper", "work", "merged"):
-            (ws_dir / sub).mkdir(parents=True)
+        ws_dir.mkdir(parents=True)
         (ws_dir / "owner.pid").write_text(str(os.getpid()))  # before anything gc could take for an orphan
-        freezer = Freezer(ws_id, pids_max=self.spec.pids_max)
-        _mount_overlay(self.lowers, ws_dir / "upper", ws_dir / "work", ws_dir / "merged")
+        _make_rw_dirs(ws_dir, self.spec.disk_mb)
+        freezer = Freezer(ws_id, pids_max=self.spec.pids_max, memory_max_mb=self.spec.memory_max_mb,
+                          devices=self.spec.harden)
+        _mount_overlay(self.lowers, ws_dir / "rw/upper", ws_dir / "rw/work", ws_dir / "merged")
         pidfile = ws_dir / "init.pid"
         log = ws_dir / "restore.log"
         try:
@@ -589,6 +605,7 @@ class Snapshot:
             freezer.kill_all()
             freezer.remove()
             _umount(ws_dir / "merged")
+            _umount(ws_dir / "rw")
             shutil.rmtree(ws_dir, ignore_errors=True)
             raise
         self.retain()

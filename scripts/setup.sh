@@ -28,7 +28,7 @@ export DEBIAN_FRONTEND=noninteractive
 
 APT_PACKAGES=(
   # workspaces and CRIU's helpers
-  iproute2 procps psmisc util-linux gcc make libc6-dev python3-venv python3-dev python3-protobuf
+  iproute2 procps psmisc util-linux gcc make libc6-dev python3-venv python3-dev python3-protobuf python3-seccomp
   # browser
   chromium xvfb fonts-dejavu-core
   # desktop (OSWorld-style)

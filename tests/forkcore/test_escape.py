@@ -7,8 +7,10 @@ host: writable opens are not written to, a remount is undone, a device node is o
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 
 import pytest
 
@@ -44,14 +46,35 @@ ATTEMPTS = {
     "open a raw socket": (
         "try: socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP).close(); print(json.dumps({'ok': True}))\n"
         "except OSError as e: print(json.dumps({'ok': False, 'error': str(e)}))"),
+    "unshare a user namespace and mount in it": (  # needs no capability: only the seccomp filter stops it
+        "r = subprocess.run(['unshare', '--user', '--map-root-user', '--mount', 'sh', '-c', 'mount -t tmpfs none /tmp'],\n"
+        "                   capture_output=True, text=True)\n"
+        "print(json.dumps({'ok': r.returncode == 0, 'error': r.stderr.strip()}))"),
+    "clone into a new user namespace": (  # the raw syscall: clone(CLONE_NEWUSER | SIGCHLD), the child exits at once
+        "pid = ctypes.CDLL(None, use_errno=True).syscall(56, 0x10000000 | 17, 0, 0, 0, 0)\n"
+        "if pid == 0: os._exit(0)\n"
+        "if pid > 0: os.waitpid(pid, 0)\n"
+        "print(json.dumps({'ok': pid > 0, 'error': os.strerror(ctypes.get_errno())}))"),
+    "load a kernel module": (  # init_module(NULL, 0, ""): the kernel itself refuses it later (EFAULT or ENOSYS)
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "r = libc.syscall(175, None, 0, b''); err = ctypes.get_errno()\n"
+        "print(json.dumps({'ok': r == 0 or err != 1, 'error': os.strerror(err)}))"),
+    "set the host's clock": (  # an invalid time: the kernel answers EINVAL before it changes anything
+        "ts = (ctypes.c_long * 2)(0, -1)\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "r = libc.syscall(227, 0, ts); err = ctypes.get_errno()\n"
+        "print(json.dumps({'ok': err == 22, 'error': os.strerror(err)}))"),
+    "open a socket to the hypervisor (AF_VSOCK)": (
+        "try: socket.socket(40, socket.SOCK_STREAM).close(); print(json.dumps({'ok': True}))\n"
+        "except OSError as e: print(json.dumps({'ok': e.errno != 1, 'error': str(e)}))"),
 }
 #: where the host (the kernel) lacks what an attempt needs: it could never succeed, so it says so and skips
 HOST_NEEDS = {"make a device node of the host's disk": (HOST_DISK or "/dev/vda",),
               "read the host's timer list": ("/proc/timer_list",)}
 
 
-def _attempt(ws, name: str) -> dict:
-    r = ws.exec(["python3", "-c", _PRELUDE + ATTEMPTS[name]], timeout=30)
+def _attempt(ws, name_or_code: str) -> dict:
+    r = ws.exec(["python3", "-c", _PRELUDE + ATTEMPTS.get(name_or_code, name_or_code)], timeout=30)
     assert r["returncode"] == 0, r
     return json.loads(r["stdout"].strip().splitlines()[-1])
 
@@ -74,6 +97,24 @@ def test_an_escape_attempt_fails_in_a_restored_clone_and_works_without_hardening
     assert not blocked["ok"], f"{name}: got through a hardened workspace"
     assert clone.call("ping") is not None  # the workspace stays usable
     assert _attempt(unhardened, name)["ok"], f"{name}: the negative control failed, so the test proves nothing"
+
+
+_OPEN_KMSG = ("try: os.close(os.open('/dev/escape-kmsg', os.O_RDONLY)); print(json.dumps({'ok': True}))\n"
+              "except OSError as e: print(json.dumps({'ok': False, 'error': str(e)}))")
+
+
+def test_a_device_node_outside_the_workspaces_own_dev_cannot_be_opened(clone, unhardened):
+    """The devices cgroup: a node that got into the workspace (made here by the host, as a bind or an image
+    could bring one) of a device the workspace's /dev lacks (/dev/kmsg, the host's kernel log) cannot be
+    opened; the workspace's own devices still can."""
+    kmsg = os.stat("/dev/kmsg").st_rdev if os.path.exists("/dev/kmsg") else os.makedev(1, 11)
+    for ws in (clone, unhardened):
+        os.mknod(ws.host_path("/dev/escape-kmsg"), 0o600 | stat.S_IFCHR, kmsg)
+    blocked = _attempt(clone, _OPEN_KMSG)
+    assert not blocked["ok"] and "Operation not permitted" in blocked["error"], blocked
+    assert clone.exec(["sh", "-c", "head -c 4 /dev/urandom | wc -c; echo x > /dev/null; : < /dev/zero"]
+                      )["stdout"].split() == ["4"]
+    assert _attempt(unhardened, _OPEN_KMSG)["ok"], "the negative control failed, so the test proves nothing"
 
 
 def _caps(ws) -> dict:
@@ -127,5 +168,89 @@ def test_a_fork_bomb_stops_at_the_clones_task_limit_and_the_clone_stays_usable()
     try:
         r = json.loads(unlimited.exec(["python3", "-c", _PRELUDE + _SPAWN], timeout=60)["stdout"].strip())
         assert r == {"started": 300, "error": None}
+    finally:
+        unlimited.destroy()
+
+
+# A bounded memory bomb: it fills 64 MB blocks (touched) up to 640 MB, then reports what it got.
+_FILL = ("blocks = []\n"
+         "for _ in range(10): blocks.append(bytearray(64 << 20))\n"
+         "print(json.dumps({'mb': 64 * len(blocks)}))")
+
+
+def test_a_memory_bomb_is_killed_inside_its_clone_and_the_clone_stays_usable():
+    from forkcore import Workspace
+    from forkcore.probe import probe_spec
+
+    ws = Workspace.start(probe_spec("fcmem", memory_max_mb=320))
+    try:
+        snap = ws.snapshot()
+        try:
+            clone = snap.fork(1, backend="private")[0]  # the limit is the clone's own, set again at restore
+            try:
+                r = clone.exec(["python3", "-c", _PRELUDE + _FILL], timeout=60)
+                assert r["returncode"] == -9 and not r["stdout"], r  # the kernel's OOM killer, in this cgroup
+                assert clone.call("ping") is not None
+                small = clone.exec(["python3", "-c", _PRELUDE + _FILL.replace("10", "1")])
+                assert json.loads(small["stdout"]) == {"mb": 64}
+            finally:
+                clone.destroy()
+        finally:
+            snap.release()
+    finally:
+        ws.destroy()
+    unlimited = Workspace.start(probe_spec("fcnomem", memory_max_mb=None))  # control: the same bomb gets through
+    try:
+        assert json.loads(unlimited.exec(["python3", "-c", _PRELUDE + _FILL], timeout=60)["stdout"]) == {"mb": 640}
+    finally:
+        unlimited.destroy()
+
+
+# Fills a directory with 1 MB writes up to MB and reports how many MB it wrote.
+_FILL_DIR = ("n, error = 0, None\n"
+             "try:\n"
+             "    with open(DIR + '/fill', 'wb') as f:\n"
+             "        for n in range(1, MB + 1): f.write(b'x' * (1 << 20)); f.flush(); os.fsync(f.fileno())\n"
+             "except OSError as e: error, n = e.errno, n - 1  # the last write failed\n"
+             "os.unlink(DIR + '/fill')\n"
+             "print(json.dumps({'mb': n, 'error': error}))")
+
+
+def _fill(ws, directory: str, mb: int = 96) -> dict:
+    r = ws.exec(["python3", "-c", _PRELUDE + f"DIR, MB = {directory!r}, {mb}\n" + _FILL_DIR], timeout=60)
+    assert r["returncode"] == 0, r
+    return json.loads(r["stdout"])
+
+
+def test_a_full_root_filesystem_or_tmp_fills_only_its_clone():
+    """The upper dir lies on a tmpfs of disk_mb (the quota), /tmp on one of tmpfs_mb: filling either ends
+    with ENOSPC inside the clone, which stays usable; the host's state dir gets none of it."""
+    from forkcore import Workspace, paths
+    from forkcore.probe import probe_spec
+
+    ws = Workspace.start(probe_spec("fcdisk", disk_mb=48, tmpfs_mb=32))
+    try:
+        snap = ws.snapshot()
+        try:
+            clone = snap.fork(1, backend="private")[0]
+            try:
+                host_free = os.statvfs(paths.STATE_DIR).f_bavail * os.statvfs(paths.STATE_DIR).f_frsize
+                full = _fill(clone, "/var")
+                assert full["error"] == errno.ENOSPC and 40 <= full["mb"] <= 48, full  # 48 MB less what is there
+                full = _fill(clone, "/tmp")
+                assert full["error"] == errno.ENOSPC and 24 <= full["mb"] <= 32, full
+                assert clone.call("ping") is not None
+                assert _fill(clone, "/var", 16) == {"mb": 16, "error": None}  # room again after the unlink
+                free_after = os.statvfs(paths.STATE_DIR).f_bavail * os.statvfs(paths.STATE_DIR).f_frsize
+                assert abs(free_after - host_free) < 32 << 20
+            finally:
+                clone.destroy()
+        finally:
+            snap.release()
+    finally:
+        ws.destroy()
+    unlimited = Workspace.start(probe_spec("fcnodisk", disk_mb=None))  # control: the state dir takes it all
+    try:
+        assert _fill(unlimited, "/var") == {"mb": 96, "error": None}
     finally:
         unlimited.destroy()
