@@ -128,10 +128,12 @@ class Episode:
 
     def execute(self, ws: Workspace, signature: str) -> CachedStep:
         """Run one action on `ws` (and evaluate it if it ends the episode). Raises ExecutorError if the
-        handler raised, ExecutorUnreachable on a timeout, EvaluationUnavailable: nothing to record."""
+        handler raised, ExecutorUnreachable on a timeout, ServiceDied if a service of the workspace died
+        meanwhile, EvaluationUnavailable: nothing to record."""
         method, params = self.adapter.step_call(signature)
         result = self.adapter.decode(ws.call(method, timeout=self.call_timeout_s, **params), self.task)
         reward = self.evaluate(result.answer, ws) if result.done else 0.0
+        ws.check_services()  # a service killed meanwhile (OOM, crash): the result may be wrong, never record it
         return CachedStep(result.observation, reward, result.done, False, {"last_action_error": result.last_action_error})
 
     def evaluate(self, answer: str | None, ws: Workspace) -> float:

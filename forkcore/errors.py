@@ -26,6 +26,11 @@ class WorkspaceError(ForkcoreError):
     """A workspace failed to start, or an operation on it failed."""
 
 
+class ServiceDied(WorkspaceError):
+    """A service of the workspace (its site, X server, ...) is no longer running: the workspace is damaged and
+    what it answers may be wrong (an error page where the page was); discard it."""
+
+
 class WorkspaceDestroyed(WorkspaceError):
     def __init__(self, ws_id: str, op: str):
         super().__init__(f"workspace {ws_id} is destroyed; cannot {op}. Fork a live workspace or a Snapshot instead.")

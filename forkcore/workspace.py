@@ -28,8 +28,8 @@ from . import criu, layers, paths
 from .accounting import TreeMemory, namespace_pids, pids_in_namespace, tree_memory
 from .capabilities import can_snapshot_non_root_processes
 from .cgroups import Freezer
-from .errors import (KernelFeatureMissing, NotRoot, RestoreFailed, SnapshotError, SnapshotReleased, WorkspaceDestroyed,
-                     WorkspaceError)
+from .errors import (KernelFeatureMissing, NotRoot, RestoreFailed, ServiceDied, SnapshotError, SnapshotReleased,
+                     WorkspaceDestroyed, WorkspaceError)
 from .versions import HostVersions, host_versions
 from .rpc import ExecutorClient
 from .spec import WorkspaceSpec, validate_spec
@@ -100,6 +100,17 @@ def _umount(path: Path) -> None:
     _libc.umount2(str(path).encode(), 2)  # MNT_DETACH
 
 
+def _start_time(pid: int) -> str | None:
+    """A process's start time (field 22 of its stat), None once it is gone or a zombie: pid and start time
+    name one process even after its pid is reused."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()
+    return None if fields[0] in ("Z", "X") else fields[19]
+
+
 def _make_rw_dirs(ws_dir: Path, disk_mb: int | None) -> None:
     """The workspace's dirs: merged (its root), and rw/upper + rw/work of its overlay on a tmpfs of `disk_mb`
     (its disk quota: a full root filesystem fills that tmpfs only; None: on the state dir, unlimited)."""
@@ -136,6 +147,7 @@ class Workspace:
         self._frozen = False
         self._lock = threading.RLock()
         self.client = ExecutorClient(self.host_path(paths.WS_EXECUTOR_SOCKET), label=f"workspace {ws_id}")
+        self._services: dict[str, tuple[int, str]] = {}  # name -> (host pid, start time) while running
         _LIVE.add(self)
 
     # ---- construction -------------------------------------------------------------------------
@@ -187,6 +199,7 @@ class Workspace:
         except BaseException:
             ws.destroy()
             raise
+        ws._watch_services()
         return ws
 
     @staticmethod
@@ -219,6 +232,31 @@ class Workspace:
             if time.monotonic() > deadline:
                 raise WorkspaceError(f"workspace {self.id} not ready after {timeout:.0f}s:\n{self.logs()}")
             time.sleep(0.02)
+
+    def _watch_services(self) -> None:
+        """Note the host pid of each service running now (one-shot services have exited already)."""
+        try:
+            started = json.loads(Path(self.host_path(paths.WS_READY_FILE)).read_text())["services"]
+            kids = Path(f"/proc/{self.init_pid}/task/{self.init_pid}/children").read_text().split()
+        except (OSError, ValueError, KeyError):
+            return
+        by_nspid = {}
+        for pid in map(int, kids):
+            try:
+                nspid = next(line.split()[-1] for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                             if line.startswith("NSpid:"))
+                by_nspid[int(nspid)] = (pid, _start_time(pid))
+            except (OSError, StopIteration, ValueError):
+                continue
+        self._services = {name: by_nspid[p] for name, p in started.items() if p in by_nspid}
+
+    def check_services(self) -> None:
+        """Raise ServiceDied if a service that was running when the workspace started (or was restored) has
+        exited since: killed, crashed or OOM-killed, the workspace no longer is what its state says."""
+        dead = [name for name, (pid, start) in self._services.items() if _start_time(pid) != start]
+        if dead:
+            raise ServiceDied(f"workspace {self.id}: service {', '.join(map(repr, dead))} is no longer running "
+                              f"(killed or crashed; its log: {self.logs(dead[0], tail=5).strip()[-400:]})")
 
     def _stage1_log(self) -> str:
         try:
@@ -611,6 +649,7 @@ class Snapshot:
         self.retain()
         ws = Workspace(self.spec, ws_id, init_pid, self.lowers, ws_dir, freezer, host_mounted=True,
                        backend=impl.name, parent_snapshot=self)
+        ws._watch_services()
         return ws
 
     def __repr__(self) -> str:
