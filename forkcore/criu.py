@@ -1,6 +1,7 @@
 """Running CRIU: locating it, checking its version, and the dump/restore invocations forkcore uses."""
 from __future__ import annotations
 
+import logging
 import os
 import platform
 import re
@@ -12,6 +13,8 @@ from pathlib import Path
 
 from . import paths
 from .errors import CriuUnavailable
+
+log = logging.getLogger("forkcore")
 
 MIN_VERSION = (4, 1)
 
@@ -142,18 +145,28 @@ def restore(opts: RestoreOptions, timeout: float = 300, preexec_fn=None,
                                                             "(looping on a damaged image?)")
 
 
-def keep_log(src: Path, dst: Path, max_bytes: int = 8 << 20) -> None:
-    """Copy a CRIU log for later reading: whole when small, else its first MiB and its last `max_bytes` - 1 MiB."""
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    size = src.stat().st_size
-    with open(src, "rb") as f, open(dst, "wb") as out:
-        if size <= max_bytes:
+def keep_log(src: Path, dst: Path, max_bytes: int = 8 << 20) -> Path | None:
+    """Copy a CRIU log for later reading: whole when small, else its first MiB and its last `max_bytes` - 1 MiB.
+    Returns `dst`, or None when there was no log or no room for it (a full disk must not hide the error that
+    is being reported)."""
+    if not src.exists():
+        return None
+    try:
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        size = src.stat().st_size
+        with open(src, "rb") as f, open(dst, "wb") as out:
+            if size <= max_bytes:
+                shutil.copyfileobj(f, out)
+                return dst
+            out.write(f.read(1 << 20))
+            out.write(f"\n[... {size - max_bytes} bytes left out ...]\n".encode())
+            f.seek(size - (max_bytes - (1 << 20)))
             shutil.copyfileobj(f, out)
-            return
-        out.write(f.read(1 << 20))
-        out.write(f"\n[... {size - max_bytes} bytes left out ...]\n".encode())
-        f.seek(size - (max_bytes - (1 << 20)))
-        shutil.copyfileobj(f, out)
+        return dst
+    except OSError as e:
+        dst.unlink(missing_ok=True)
+        log.warning("CRIU log %s not kept at %s: %s", src, dst, e)
+        return None
 
 
 #: CRIU errors of a dump that met the tree changing while it was seized — a process in the middle of its exit, or

@@ -344,54 +344,57 @@ class Workspace:
             snap_id = uuid.uuid4().hex[:12]
             snap_dir = paths.STATE_DIR / "snapshots" / snap_id
             images = snap_dir / "images"
-            images.mkdir(parents=True)
-            (snap_dir / "owner.pid").write_text(str(os.getpid()))
-            script = paths.STATE_DIR / "criu-action.sh"
-            if not script.exists() or script.read_text() != _ACTION_SCRIPT:
-                tmp = script.with_suffix(".tmp")
-                tmp.write_text(_ACTION_SCRIPT)
-                tmp.chmod(0o755)
-                os.replace(tmp, script)
-            layer = snap_dir / "layer"
-            opts = criu.DumpOptions(
-                pid=self.init_pid, images_dir=images,
-                external_mounts=tuple((m, k) for m, k, _ in _external_mounts()),
-                action_script=str(script),
-                action_env=(("BUNSHIN_UPPER", str(self.dir / "rw/upper")), ("BUNSHIN_LAYER", str(layer))))
-            for attempt in range(1, DUMP_ATTEMPTS + 1):
-                t0 = time.monotonic()
-                try:
-                    r = criu.dump(opts)
-                except subprocess.TimeoutExpired as e:
+            try:
+                images.mkdir(parents=True)
+                (snap_dir / "owner.pid").write_text(str(os.getpid()))
+                script = paths.STATE_DIR / "criu-action.sh"
+                if not script.exists() or script.read_text() != _ACTION_SCRIPT:
+                    tmp = script.with_suffix(".tmp")
+                    tmp.write_text(_ACTION_SCRIPT)
+                    tmp.chmod(0o755)
+                    os.replace(tmp, script)
+                layer = snap_dir / "layer"
+                opts = criu.DumpOptions(
+                    pid=self.init_pid, images_dir=images,
+                    external_mounts=tuple((m, k) for m, k, _ in _external_mounts()),
+                    action_script=str(script),
+                    action_env=(("BUNSHIN_UPPER", str(self.dir / "rw/upper")), ("BUNSHIN_LAYER", str(layer))))
+                for attempt in range(1, DUMP_ATTEMPTS + 1):
+                    t0 = time.monotonic()
+                    try:
+                        r = criu.dump(opts)
+                    except subprocess.TimeoutExpired as e:
+                        shutil.rmtree(snap_dir, ignore_errors=True)
+                        raise SnapshotError(f"criu dump of {self.id} timed out after {e.timeout}s",
+                                            str(images / "dump.log"))
+                    dump_s = time.monotonic() - t0
+                    if r.returncode == 0 or attempt == DUMP_ATTEMPTS or not criu.dump_raced(
+                            images / "dump.log"):
+                        break
+                    # A process exited or a socket closed while CRIU seized the tree (e.g. a Chromium helper):
+                    # the dump left the tree running; take it again from scratch.
+                    log.info("criu dump of %s raced a changing process tree (attempt %d); retrying", self.id,
+                             attempt)
+                    shutil.rmtree(layer, ignore_errors=True)
+                    for f in images.iterdir():
+                        f.unlink()
+                    time.sleep(0.2 * attempt)
+                if r.returncode != 0 or not layer.is_dir():
+                    tail = criu.log_tail(images / "dump.log")
+                    keep = criu.keep_log(images / "dump.log", paths.STATE_DIR / "failed" / f"dump-{snap_id}.log")
                     shutil.rmtree(snap_dir, ignore_errors=True)
-                    raise SnapshotError(f"criu dump of {self.id} timed out after {e.timeout}s",
-                                        str(images / "dump.log"))
-                dump_s = time.monotonic() - t0
-                if r.returncode == 0 or attempt == DUMP_ATTEMPTS or not criu.dump_raced(
-                        images / "dump.log"):
-                    break
-                # A process exited or a socket closed while CRIU seized the tree (e.g. a Chromium helper): the
-                # dump left the tree running; take it again from scratch.
-                log.info("criu dump of %s raced a changing process tree (attempt %d); retrying", self.id, attempt)
-                shutil.rmtree(layer, ignore_errors=True)
-                for f in images.iterdir():
-                    f.unlink()
-                time.sleep(0.2 * attempt)
-            if r.returncode != 0 or not layer.is_dir():
-                tail = criu.log_tail(images / "dump.log")
-                keep = paths.STATE_DIR / "failed" / f"dump-{snap_id}.log"
-                keep.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy(images / "dump.log", keep) if (images / "dump.log").exists() else None
+                    raise SnapshotError(f"criu dump of workspace {self.id} failed (exit {r.returncode}):\n{tail}\n"
+                                        f"full log: {keep or 'not kept'}", keep and str(keep))
+                if not self.alive:
+                    shutil.rmtree(snap_dir, ignore_errors=True)
+                    raise SnapshotError(f"workspace {self.id} died during its snapshot:\n{self.logs()}")
+                snap = Snapshot(snap_id, snap_dir, self.spec, [layer] + self.lowers, parent=self.parent_snapshot,
+                                dump_s=dump_s)
+                snap.write_manifest()
+                return snap
+            except OSError as e:  # the state dir is full or unwritable: no partial snapshot stays
                 shutil.rmtree(snap_dir, ignore_errors=True)
-                raise SnapshotError(f"criu dump of workspace {self.id} failed (exit {r.returncode}):\n{tail}\n"
-                                    f"full log: {keep}", str(keep))
-            if not self.alive:
-                shutil.rmtree(snap_dir, ignore_errors=True)
-                raise SnapshotError(f"workspace {self.id} died during its snapshot:\n{self.logs()}")
-            snap = Snapshot(snap_id, snap_dir, self.spec, [layer] + self.lowers, parent=self.parent_snapshot,
-                            dump_s=dump_s)
-            snap.write_manifest()
-            return snap
+                raise SnapshotError(f"snapshot of workspace {self.id} failed writing {paths.STATE_DIR}: {e}") from e
 
     def fork(self, n: int = 1, backend: str = "auto") -> list["Workspace"]:
         """n live clones of this workspace as it is now (snapshot + fork; the snapshot is released after)."""
@@ -632,12 +635,10 @@ class Snapshot:
                 r = subprocess.CompletedProcess([], returncode=-9, stderr=f"timed out after {self.restore_timeout_s} s")
             if r.returncode != 0 or not pidfile.exists():
                 freezer.kill_all()
-                keep = paths.STATE_DIR / "failed" / f"restore-{ws_id}.log"
-                if log.exists():
-                    criu.keep_log(log, keep)
+                keep = criu.keep_log(log, paths.STATE_DIR / "failed" / f"restore-{ws_id}.log")
                 raise RestoreFailed(f"criu restore of snapshot {self.id} ({impl.name} backend) failed "
                                     f"(exit {r.returncode}{': ' + r.stderr.strip()[-300:] if r.stderr else ''}):\n"
-                                    f"{criu.log_tail(log)}\nfull log: {keep}", str(keep))
+                                    f"{criu.log_tail(log)}\nfull log: {keep or 'not kept'}", keep and str(keep))
             init_pid = int(pidfile.read_text())
         except BaseException:
             freezer.kill_all()

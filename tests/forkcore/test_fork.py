@@ -467,7 +467,9 @@ def test_gc_kills_a_frozen_workspace_whose_owner_is_gone():
     assert os.path.exists(f"/proc/{init_pid}") and Freezer(ws_id, create=False).pids()
     log = collect()
     assert any(ws_id in line for line in log), log
-    assert not Freezer(ws_id, create=False).path.exists()
+    gone = Freezer(ws_id, create=False)
+    assert not gone.path.exists() and not any(p.exists() for p in gone.limit_paths.values())
+    assert not [line for line in open("/proc/self/mountinfo") if ws_id in line]  # its upper's tmpfs too
     deadline = time.monotonic() + 10
     while os.path.exists(f"/proc/{init_pid}") and time.monotonic() < deadline:
         try:

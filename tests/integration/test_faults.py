@@ -1,7 +1,8 @@
-"""Faults inside a workspace in the middle of an episode: `kill -9` of the browser, the site server, the
-executor or init while a step runs. Each gives the step a clear error, records nothing (a later run over the
-same actions, served from the tree, equals a fresh run without cache), and the env goes on: the same step
-again restores the state before it and succeeds.
+"""Faults in the middle of an episode: `kill -9` of the browser, the site server, the executor or init while
+a step runs. Each gives the step a clear error, records nothing (a later run over the same actions, served
+from the tree, equals a fresh run without cache), and the env goes on: the same step again restores the
+state before it and succeeds. And the host process itself killed with workspaces alive: `bunshin gc` cleans
+them up and its on-disk store serves the next process.
 """
 from __future__ import annotations
 
@@ -82,5 +83,59 @@ def test_a_process_killed_mid_step_gives_an_error_records_nothing_and_the_env_go
             assert _trace(again, actions) == fresh_trace
         finally:
             again.close()
+    finally:
+        env.close()
+
+
+_EPISODE_THEN_KILLED = """
+import sys, time
+import gymnasium as gym
+import bunshin_gym
+env = gym.make("BunshinWebArena-v0", task_id=sys.argv[2], cache_dir=sys.argv[1])
+u = env.unwrapped
+actions = u.adapter.oracle_actions(u.adapter.load_task(sys.argv[2]))
+env.reset()
+for a in actions:
+    env.step(a)  # the episode ends: its steps are saved to the store
+env.reset()
+env.step("scroll [down]")
+print(u.live_workspace().id, flush=True)
+time.sleep(600)  # killed here, a workspace live, a standby frozen
+"""
+
+
+def test_a_host_process_killed_with_live_workspaces_is_cleaned_by_gc_and_its_store_serves_the_next(tmp_path):
+    import subprocess
+    import sys
+
+    from forkcore import paths
+    from forkcore.cgroups import Freezer
+    from forkcore.gc import collect
+
+    p = subprocess.Popen([sys.executable, "-c", _EPISODE_THEN_KILLED, str(tmp_path), TASK],
+                         stdout=subprocess.PIPE, text=True)
+    try:
+        ws_id = p.stdout.readline().strip()
+        assert ws_id, "the episode did not run"
+    finally:
+        p.kill()
+        p.wait()
+    assert (paths.STATE_DIR / "ws" / ws_id).exists()  # left behind by the killed process
+    log = collect()
+    assert any(ws_id in line for line in log), log
+    assert not (paths.STATE_DIR / "ws" / ws_id).exists()
+    owned = [d for d in (paths.STATE_DIR / "ws").iterdir()  # its frozen standby clones too
+             if (d / "owner.pid").exists() and (d / "owner.pid").read_text().strip() == str(p.pid)]
+    assert not owned
+    assert not Freezer(ws_id, create=False).path.exists()
+    assert not [line for line in open("/proc/self/mountinfo") if ws_id in line]
+    env = gym.make("BunshinWebArena-v0", task_id=TASK, cache_dir=str(tmp_path), diagnostics=True)
+    try:
+        env.reset()
+        u = env.unwrapped
+        for a in u.adapter.oracle_actions(u.task):
+            _, reward, term, _, info = env.step(a)
+            assert info["bunshin"]["cache"] == "hit", (a, info["bunshin"]["cache"])
+        assert term and reward == 1.0
     finally:
         env.close()

@@ -1,0 +1,131 @@
+"""CRIU killed in the middle of a dump or a restore, and a state directory that fills up during a snapshot.
+
+Each gives a clear error, leaves the source workspace running and usable (a later snapshot and a clone of it
+work), and leaves nothing behind: no clone process, cgroup, mount or state dir. The disk-filling test runs
+with BUNSHIN_STATE_DIR on a small tmpfs it mounts itself, never on the real disk.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from forkcore import RestoreFailed, SnapshotError, Workspace, paths
+from forkcore.cgroups import Freezer
+from forkcore.probe import probe_spec
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _kill_criu_when_it_runs(action: str, after_s: float) -> threading.Thread:
+    """Kill -9 the `criu ACTION` process this test's call starts, `after_s` seconds after it appears."""
+    def watch():
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            for p in Path("/proc").iterdir():
+                try:
+                    argv = (p / "cmdline").read_bytes().split(b"\0") if p.name.isdigit() else []
+                except OSError:
+                    continue
+                if action.encode() in argv and any(b"criu" in a for a in argv):
+                    time.sleep(after_s)
+                    os.kill(int(p.name), 9)
+                    return
+            time.sleep(0.002)
+
+    t = threading.Thread(target=watch, daemon=True)
+    t.start()
+    return t
+
+
+def _leftovers() -> tuple:
+    mounts = sum(1 for line in open("/proc/self/mountinfo") if str(paths.STATE_DIR) in line)
+    return sorted(os.listdir(paths.STATE_DIR / "ws")), sorted(os.listdir(paths.STATE_DIR / "snapshots")), \
+        len(Freezer.existing()), mounts
+
+
+@pytest.fixture(scope="module")
+def busy_workspace():
+    ws = Workspace.start(probe_spec("fcfault", hold_mb=384))  # its dump takes long enough to be hit mid-way
+    yield ws
+    ws.destroy()
+
+
+@pytest.mark.parametrize("after_s", [0.02, 0.25])  # before and after the parasite is in the processes
+def test_criu_killed_during_a_dump_fails_the_snapshot_and_the_workspace_goes_on(busy_workspace, after_s):
+    ws = busy_workspace
+    before = _leftovers()
+    count = ws.call("probe.counter", inc=True)
+    killer = _kill_criu_when_it_runs("dump", after_s)
+    with pytest.raises(SnapshotError, match="failed"):
+        ws.snapshot()
+    killer.join()
+    assert _leftovers() == before
+    assert ws.call("probe.counter", inc=True) == count + 1  # running, not left frozen or seized
+    snap = ws.snapshot()
+    try:
+        clone = snap.fork(1, backend="private")[0]
+        try:
+            assert clone.call("probe.counter", inc=True) == count + 2
+        finally:
+            clone.destroy()
+    finally:
+        snap.release()
+
+
+@pytest.mark.parametrize("after_s", [0.01, 0.15])
+def test_criu_killed_during_a_restore_fails_the_fork_and_leaves_nothing(busy_workspace, after_s):
+    snap = busy_workspace.snapshot()
+    try:
+        before = _leftovers()
+        killer = _kill_criu_when_it_runs("restore", after_s)
+        with pytest.raises(RestoreFailed, match="exit -9"):
+            snap.fork(1, backend="private")
+        killer.join()
+        assert _leftovers() == before
+        clone = snap.fork(1, backend="private")[0]  # the snapshot itself is intact
+        clone.destroy()
+    finally:
+        snap.release()
+
+
+_FULL_DISK = textwrap.dedent("""
+    import json
+    from forkcore import SnapshotError, Workspace, paths
+    from forkcore.probe import probe_spec
+    ws = Workspace.start(probe_spec("fcfull", hold_mb=96))
+    try:
+        try:
+            ws.snapshot()
+            out = {"error": None}
+        except SnapshotError as e:
+            out = {"error": str(e)}
+        out["ping"] = ws.call("ping")
+        out["snapshots_left"] = sorted(p.name for p in (paths.STATE_DIR / "snapshots").iterdir())
+    finally:
+        ws.destroy()
+    print(json.dumps(out))
+""")
+
+
+def test_a_full_state_dir_fails_the_snapshot_clearly_and_leaves_no_partial_snapshot(tmp_path):
+    state = tmp_path / "state"
+    state.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(state)], check=True)
+    try:
+        r = subprocess.run([sys.executable, "-c", _FULL_DISK], capture_output=True, text=True, timeout=300, cwd=REPO,
+                           env={**os.environ, "BUNSHIN_STATE_DIR": str(state), "PYTHONPATH": str(REPO)})
+        assert r.returncode == 0, r.stderr[-2000:]
+        import json
+
+        out = json.loads(r.stdout.strip().splitlines()[-1])
+        assert out["error"] and "No space left on device" in out["error"], out["error"]
+        assert out["ping"] == "pong" and out["snapshots_left"] == []
+    finally:
+        subprocess.run(["umount", "-l", str(state)], check=False)
