@@ -1,4 +1,5 @@
-"""The benchmark commands of the `bunshin` CLI: `bunshin bench fork|epoch|webarena|osworld|reset|lookup` and `bunshin demo`.
+"""The benchmark commands of the `bunshin` CLI: `bunshin bench fork|epoch|webarena|osworld|reset|lookup|soak` and
+`bunshin demo`.
 
 The core CLI (bunshin_gym.cli) finds them through the `bunshin.commands` entry points in pyproject.toml
 (`app` as the `bench` group, `demo` as a top-level command), so bunshin_gym never imports benchmarks.
@@ -64,6 +65,22 @@ def bench_epoch(env: str = typer.Option("webarena", help="webarena, osworld or a
                       configs=tuple(c for c in configs.split(",") if c), out=str(out)))
     _print_epoch(result)
     typer.echo(f"wrote {out / 'epoch.json'} and {out}/epoch_*.png")
+
+
+@app.command("soak")
+def bench_soak(envs: int = typer.Option(8, help="envs running at once (both kinds, alternating)"),
+               minutes: float = typer.Option(30.0, help="how long"),
+               fault_every_s: float = typer.Option(50.0, help="one injected fault every this many seconds"),
+               max_steps: int = typer.Option(6, help="steps per episode"),
+               out: Path = typer.Option(Path("bench-out/soak"), help="output directory")) -> None:
+    """Long run of both envs with faults injected, then a count of what leaked → OUT/soak.json + OUT/soak.png."""
+    from benchmarks.soak_bench import Args, run
+
+    r = run(Args(envs=envs, minutes=minutes, fault_every_s=fault_every_s, max_steps=max_steps, out=str(out)))
+    typer.echo(f"{r['episodes']} episodes, {r['steps']} steps, {r['forks']} forks; faults {r['faults_injected']}")
+    typer.echo(f"errors by type: {r['errors_by_type']}")
+    typer.echo(f"leaked: {r['leaked']}; host memory {r['host_mb_start']} -> {r['host_mb_end']} MB")
+    typer.echo(f"wrote {out / 'soak.json'} and {out / 'soak.png'}")
 
 
 def _print_epoch(result: dict) -> None:

@@ -155,8 +155,10 @@ class Freezer:
             return []
 
     def kill_all(self, timeout: float = 20.0) -> None:
-        """SIGKILL every process in the cgroup (thawed first: a frozen task cannot die) and wait until it is
-        empty. Reaches what a half-finished CRIU restore left, whatever namespaces those processes are in."""
+        """SIGKILL every process in the cgroup (thawed first: a frozen task cannot die), wait until it is empty
+        and reap those that were children of this process. Reaches what a half-finished CRIU restore left,
+        whatever namespaces those processes are in."""
+        killed = set(self.pids())  # before the thaw: a SIGKILL already pending ends them at once
         try:
             self.thaw()
         except (OSError, TimeoutError):
@@ -166,9 +168,19 @@ class Freezer:
             for pid in pids:
                 try:
                     os.kill(pid, signal.SIGKILL)
+                    killed.add(pid)
                 except ProcessLookupError:
                     pass
             time.sleep(0.02)
+        # Those that were this process's children (adopted as a subreaper) leave no zombie; a task leaves the
+        # cgroup before it is a zombie, so wait a little for each.
+        reap_deadline = time.monotonic() + 2
+        for pid in killed:
+            try:
+                while not os.waitpid(pid, os.WNOHANG)[0] and time.monotonic() < reap_deadline:
+                    time.sleep(0.005)
+            except ChildProcessError:
+                pass
 
     def freeze(self) -> None:
         self._set(True)

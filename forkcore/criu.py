@@ -6,7 +6,9 @@ import os
 import platform
 import re
 import shutil
+import signal
 import subprocess
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,7 +105,63 @@ def dump(opts: DumpOptions, timeout: float = 300) -> subprocess.CompletedProcess
     if opts.action_script:
         cmd += ["--action-script", opts.action_script]
     env = {**criu_env(), **dict(opts.action_env)}
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL)
+    p = _start(cmd, env)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        raise
+    finally:
+        _finished(p)
+    return subprocess.CompletedProcess(cmd, p.returncode, out, err)
+
+
+#: CRIU processes this process started and has not waited for yet (never taken for orphaned helpers)
+_RUNNING: set[int] = set()
+_RUNNING_LOCK = threading.Lock()
+
+
+def _start(cmd: list[str], env: dict, preexec_fn=None) -> subprocess.Popen:
+    with _RUNNING_LOCK:
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                             stdin=subprocess.DEVNULL, preexec_fn=preexec_fn)
+        _RUNNING.add(p.pid)
+    return p
+
+
+def _finished(p: subprocess.Popen) -> None:
+    with _RUNNING_LOCK:
+        _RUNNING.discard(p.pid)
+    if p.returncode != 0:
+        reap_orphaned_helpers()
+
+
+def reap_orphaned_helpers() -> list[int]:
+    """CRIU's helper processes outlive a CRIU that died (killed, OOM) and are adopted by this process, a child
+    subreaper: kill and reap them, so no zombie or stopped helper stays. Returns their pids."""
+    me, reaped = os.getpid(), []
+    with _RUNNING_LOCK:
+        for proc in Path("/proc").iterdir():
+            try:
+                stat = (proc / "stat").read_text() if proc.name.isdigit() else ""
+            except OSError:
+                continue
+            if not stat:
+                continue
+            comm, fields = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
+            pid = int(proc.name)
+            if int(fields[1]) != me or pid in _RUNNING or not (comm == "criu" or comm.startswith("ld-linux")):
+                continue
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                reaped.append(pid)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+    if reaped:
+        log.info("reaped %d helper processes of a CRIU that died: %s", len(reaped), reaped)
+    return reaped
 
 
 #: A restore whose log grows past this is stopped: CRIU looping on a damaged image wrote ~40 MB/s here.
@@ -120,9 +178,16 @@ def restore(opts: RestoreOptions, timeout: float = 300, preexec_fn=None,
            "--pidfile", str(opts.pidfile), "-o", str(opts.log_file), *_COMMON]
     for key, host_path in opts.external_mounts:
         cmd += ["--external", f"mnt[{key}]:{host_path}"]
-    limit = RESTORE_LOG_LIMIT if log_limit_bytes is None else log_limit_bytes
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=criu_env(),
-                         stdin=subprocess.DEVNULL, preexec_fn=preexec_fn)
+    p = _start(cmd, criu_env(), preexec_fn)
+    try:
+        limit = RESTORE_LOG_LIMIT if log_limit_bytes is None else log_limit_bytes
+        return _wait_restore(p, cmd, opts, timeout, limit)
+    finally:
+        _finished(p)
+
+
+def _wait_restore(p: subprocess.Popen, cmd: list[str], opts: RestoreOptions, timeout: float,
+                  limit: int) -> subprocess.CompletedProcess:
     deadline = time.monotonic() + timeout
     while True:
         try:

@@ -8,7 +8,7 @@ import signal
 import time
 from pathlib import Path
 
-from . import paths
+from . import criu, paths
 from .cgroups import Freezer
 
 
@@ -60,6 +60,10 @@ def collect() -> list[str]:
                 except ProcessLookupError:
                     pass
                 for _ in range(200):
+                    try:  # adopted by this process (a subreaper) when its owner died: reap it
+                        os.waitpid(pid, os.WNOHANG)
+                    except ChildProcessError:
+                        pass
                     if not Path(f"/proc/{pid}").exists():
                         break
                     time.sleep(0.01)
@@ -82,4 +86,6 @@ def collect() -> list[str]:
             shutil.rmtree(d, ignore_errors=True)
             shutil.rmtree(paths.SHM_DIR / d.name, ignore_errors=True)
             log.append(f"removed snapshot {d}")
+    for pid in criu.reap_orphaned_helpers():  # of a CRIU whose owner died mid-dump or mid-restore
+        log.append(f"reaped orphaned CRIU helper {pid}")
     return log

@@ -437,16 +437,16 @@ class Workspace:
                 self._popen.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 pass
-        else:
+        # A clone's init, restored detached, is this process's child (a subreaper); so is a source's whose
+        # `unshare` parent was killed before it.
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
             try:
-                deadline = time.monotonic() + 20
-                while time.monotonic() < deadline:
-                    pid, _ = os.waitpid(self.init_pid, os.WNOHANG)
-                    if pid:
-                        break
-                    time.sleep(0.005)
+                if os.waitpid(self.init_pid, os.WNOHANG)[0]:
+                    break
             except ChildProcessError:
-                pass
+                break
+            time.sleep(0.005)
         deadline = time.monotonic() + 20
         while pids_in_namespace(self._pidns) and time.monotonic() < deadline:  # until the namespace is empty
             time.sleep(0.01)

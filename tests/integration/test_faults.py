@@ -129,13 +129,24 @@ def test_a_host_process_killed_with_live_workspaces_is_cleaned_by_gc_and_its_sto
     assert not owned
     assert not Freezer(ws_id, create=False).path.exists()
     assert not [line for line in open("/proc/self/mountinfo") if ws_id in line]
-    env = gym.make("BunshinWebArena-v0", task_id=TASK, cache_dir=str(tmp_path), diagnostics=True)
-    try:
-        env.reset()
-        u = env.unwrapped
-        for a in u.adapter.oracle_actions(u.task):
-            _, reward, term, _, info = env.step(a)
-            assert info["bunshin"]["cache"] == "hit", (a, info["bunshin"]["cache"])
-        assert term and reward == 1.0
-    finally:
-        env.close()
+    r = subprocess.run([sys.executable, "-c", _SERVED_FROM_THE_STORE, str(tmp_path), TASK], capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    caches, reward = r.stdout.strip().splitlines()[-1].split(" | ")
+    assert set(caches.split()) == {"hit"} and float(reward) == 1.0, r.stdout
+
+
+_SERVED_FROM_THE_STORE = """
+import sys
+import gymnasium as gym
+import bunshin_gym
+env = gym.make("BunshinWebArena-v0", task_id=sys.argv[2], cache_dir=sys.argv[1], diagnostics=True)
+env.reset()
+u = env.unwrapped
+caches = []
+for a in u.adapter.oracle_actions(u.task):
+    _, reward, term, _, info = env.step(a)
+    caches.append(info["bunshin"]["cache"])
+env.close()
+print(" ".join(caches), "|", reward if term else -1)
+"""

@@ -1,0 +1,316 @@
+"""`bunshin bench soak`: many envs of both kinds for a long time, with faults injected, then a count of what leaked.
+
+`envs` worker threads each run episodes back to back until the time is up, alternating BunshinWebArena-v0 and
+BunshinOSWorld-v0 (by worker) and oracle and random policies (by episode); every third episode forks the live
+env once and steps the clone, and every second one closes the env (the others reset it). A fault thread
+injects one fault every `fault_every_s`, in turn:
+
+  kill_process     SIGKILL to a random process of a random live workspace (browser, site, desktop app,
+                   executor, init, ...)
+  kill_criu_dump   SIGKILL to the next `criu dump` (a background snapshot or a fork) within 30 s
+  kill_criu_restore  SIGKILL to the next `criu restore` within 30 s
+  corrupt_snapshot a byte flipped in a pages image of a random retained snapshot (its next restore must refuse)
+  kill_host        a child process runs an episode with its own on-disk store and is SIGKILLed with live
+                   workspaces; `forkcore.gc.collect()` then removes them
+
+(A full state dir is not injected here: the soak runs on this machine's real state dir, which it must not fill;
+tests/forkcore/test_faults.py fills a tmpfs state dir instead.)
+
+Every exception and every step error is counted by type. At the end every env is closed, the runtime released
+and gc run, and what outlived it all is counted against the start: processes, mounts, pid namespaces, cgroups,
+this process's fds, state dirs, memfiles. Writes OUT/soak.json = {"envs", "minutes", "episodes", "steps",
+"forks", "errors_by_type", "faults_injected", "leaked": {...}, "host_mb_start", "host_mb_end", "samples"} and
+OUT/soak.png (host memory and live workspaces over time, faults marked).
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import gymnasium as gym
+
+import bunshin_gym  # noqa: F401 - registers the envs
+from forkcore import accounting, paths
+from forkcore.cgroups import Freezer
+from forkcore.gc import collect
+from forkcore.workspace import _LIVE
+
+ENVS = {"BunshinWebArena-v0": ("0", "40"), "BunshinOSWorld-v0": ("os-mkdir-nested", "edit-append-line")}
+FAULTS = ("kill_process", "kill_criu_dump", "kill_criu_restore", "corrupt_snapshot", "kill_host")
+_REPO = Path(__file__).resolve().parents[1]
+_CHILD_EPISODE = """
+import sys, time
+import gymnasium as gym
+import bunshin_gym
+env = gym.make("BunshinWebArena-v0", task_id="0", cache_dir=sys.argv[1])
+env.reset()
+env.step("scroll [down]")
+print("live", flush=True)
+time.sleep(600)
+"""
+
+
+@dataclass
+class Args:
+    envs: int = 8
+    minutes: float = 30.0
+    fault_every_s: float = 50.0
+    """one fault every this many seconds, the types in turn (each type at least once per 5 min at 50 s)"""
+    max_steps: int = 6
+    sample_s: float = 5.0
+    out: str = "bench-out/soak"
+    seed: int = 0
+
+
+class Soak:
+    def __init__(self, a: Args) -> None:
+        self.a = a
+        self.deadline = time.monotonic() + a.minutes * 60
+        self.counts = Counter()
+        self.errors = Counter()
+        self.faults = Counter()
+        self.fault_times: list[tuple[float, str]] = []
+        self.samples: list[dict] = []
+        self.lock = threading.Lock()
+        self.t0 = time.monotonic()
+
+    def error(self, kind: str) -> None:
+        with self.lock:
+            self.errors[kind] += 1
+
+    # ---- workers ------------------------------------------------------------------------------------
+    def worker(self, i: int) -> None:
+        rng = random.Random(self.a.seed * 1000 + i)
+        env_id = list(ENVS)[i % len(ENVS)]
+        env, episode = None, 0
+        while time.monotonic() < self.deadline:
+            try:
+                if env is None:
+                    env = gym.make(env_id, task_id=rng.choice(ENVS[env_id]), max_steps=self.a.max_steps)
+                self.episode(env, oracle=episode % 2 == 0, fork=episode % 3 == 2, rng=rng)
+            except Exception as e:  # noqa: BLE001 - counted; the worker goes on with a new env
+                self.error(type(e).__name__)
+                env = self.close(env)
+            episode += 1
+            if env is not None and episode % 2 == 0:
+                env = self.close(env)
+        self.close(env)
+
+    def close(self, env) -> None:
+        if env is not None:
+            try:
+                env.close()
+            except Exception as e:  # noqa: BLE001
+                self.error(f"close:{type(e).__name__}")
+        return None
+
+    def episode(self, env, oracle: bool, fork: bool, rng: random.Random) -> None:
+        u = env.unwrapped
+        obs, _ = env.reset()
+        plan = list(u.adapter.oracle_actions(u.task)) if oracle else []
+        with self.lock:
+            self.counts["episodes"] += 1
+        for n in range(self.a.max_steps):
+            action = plan[n] if n < len(plan) else rng.choice(u.adapter.candidate_actions(obs) or ["scroll [down]"])
+            obs, _, term, trunc, info = env.step(action)
+            with self.lock:
+                self.counts["steps"] += 1
+            if info["last_action_error"]:
+                self.error(info["last_action_error"].split(":")[0][:40])
+            if fork and n == 1 and not (term or trunc):
+                clone = u.fork(1)[0]
+                try:
+                    clone.step(rng.choice(u.adapter.candidate_actions(obs) or ["scroll [down]"]))
+                    with self.lock:
+                        self.counts["forks"] += 1
+                finally:
+                    clone.close()
+            if term or trunc:
+                break
+
+    # ---- faults -------------------------------------------------------------------------------------
+    def injector(self) -> None:
+        rng = random.Random(self.a.seed)
+        turn = 0
+        while time.monotonic() + self.a.fault_every_s < self.deadline:
+            time.sleep(self.a.fault_every_s)
+            kind = FAULTS[turn % len(FAULTS)]
+            turn += 1
+            try:
+                done = getattr(self, kind)(rng)
+            except Exception as e:  # noqa: BLE001 - an injection that failed is counted, not fatal
+                self.error(f"inject:{kind}:{type(e).__name__}")
+                done = False
+            if done:
+                with self.lock:
+                    self.faults[kind] += 1
+                    self.fault_times.append((time.monotonic() - self.t0, kind))
+
+    def kill_process(self, rng: random.Random) -> bool:
+        live = [ws for ws in list(_LIVE) if not ws._destroyed and not ws._frozen]
+        pids = rng.choice(live)._freezer.pids() if live else []
+        if pids:
+            os.kill(rng.choice(pids), signal.SIGKILL)
+        return bool(pids)
+
+    def _kill_criu(self, action: str) -> bool:
+        end = time.monotonic() + 30
+        while time.monotonic() < end:
+            for p in Path("/proc").iterdir():
+                try:
+                    argv = (p / "cmdline").read_bytes().split(b"\0") if p.name.isdigit() else []
+                except OSError:
+                    continue
+                if action.encode() in argv and any(b"criu" in x for x in argv):
+                    os.kill(int(p.name), signal.SIGKILL)
+                    return True
+            time.sleep(0.005)
+        return False
+
+    def kill_criu_dump(self, rng) -> bool:
+        return self._kill_criu("dump")
+
+    def kill_criu_restore(self, rng) -> bool:
+        return self._kill_criu("restore")
+
+    def corrupt_snapshot(self, rng: random.Random) -> bool:
+        snaps = [d for d in (paths.STATE_DIR / "snapshots").iterdir()  # this process's own only
+                 if (d / "owner.pid").exists() and (d / "owner.pid").read_text().strip() == str(os.getpid())]
+        pages = [f for d in snaps for f in (d / "images").glob("pages-*.img") if f.stat().st_size > 4096]
+        if not pages:
+            return False
+        victim = rng.choice(pages)
+        with open(victim, "r+b") as f:
+            f.seek(rng.randrange(victim.stat().st_size))
+            byte = f.read(1)
+            f.seek(-1, 1)
+            f.write(bytes([byte[0] ^ 0xFF]))
+        return True
+
+    def kill_host(self, rng) -> bool:
+        store = Path(self.a.out) / "killed-host-store"
+        p = subprocess.Popen([sys.executable, "-c", _CHILD_EPISODE, str(store)], stdout=subprocess.PIPE, text=True,
+                             cwd=_REPO, env={**os.environ, "PYTHONPATH": str(_REPO)})
+        try:
+            ok = p.stdout.readline().strip() == "live"
+        finally:
+            p.kill()
+            p.wait()
+        collect()
+        return ok
+
+    # ---- measurement --------------------------------------------------------------------------------
+    def sampler(self) -> None:
+        while time.monotonic() < self.deadline:
+            self.samples.append({"t_s": round(time.monotonic() - self.t0, 1),
+                                 "host_mb": round(accounting.host_memory_used() / 2**20),
+                                 "workspaces": len([w for w in list(_LIVE) if not w._destroyed])})
+            time.sleep(self.a.sample_s)
+
+
+def _owned(d: Path) -> bool:
+    """A workspace or snapshot dir of this process, or of one that is gone (another live process's is not ours
+    to count: tests and other benchmarks may share the machine)."""
+    try:
+        owner = int((d / "owner.pid").read_text())
+    except (OSError, ValueError):
+        return True
+    return owner == os.getpid() or not Path(f"/proc/{owner}").exists()
+
+
+def _census() -> dict:
+    """What a leak would leave: processes (this process's children and the tasks of its workspaces' cgroups),
+    their pid namespaces, mounts of its state dirs, its workspace cgroups, its fds, state dirs and memfiles."""
+    ws_root, snap_root = paths.STATE_DIR / "ws", paths.STATE_DIR / "snapshots"
+    dirs = [d for root in (ws_root, snap_root) if root.is_dir() for d in root.iterdir() if _owned(d)]
+    cgroups = [c for c in Freezer.existing() if _owned(ws_root / c.path.name)]
+    me, pids = os.getpid(), {p for c in cgroups for p in c.pids()}
+    for p in Path("/proc").iterdir():
+        try:
+            if p.name.isdigit() and int((p / "stat").read_text().rsplit(")", 1)[1].split()[1]) == me:
+                pids.add(int(p.name))
+        except OSError:
+            continue
+    pidns = set()
+    for pid in pids:
+        try:
+            pidns.add(os.readlink(f"/proc/{pid}/ns/pid"))
+        except OSError:
+            continue
+    pidns.discard(os.readlink("/proc/self/ns/pid"))
+    owned = {str(d) for d in dirs}
+    snapshots = {d.name for d in dirs if d.parent == snap_root}
+    memfiles = [m for m in paths.SHM_DIR.iterdir() if m.name in snapshots or not (snap_root / m.name).exists()] \
+        if paths.SHM_DIR.is_dir() else []
+    return {"processes": len(pids), "namespaces": len(pidns),
+            "mounts": sum(1 for line in open("/proc/self/mountinfo") if any(o in line for o in owned)),
+            "cgroups": len(cgroups), "fds": len(os.listdir("/proc/self/fd")), "state_dirs": len(dirs),
+            "memfiles": len(memfiles)}
+
+
+def run(a: Args, progress: bool = True) -> dict:
+    from bunshin_gym.runtime import runtime
+
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    collect()
+    start, host_start = _census(), accounting.host_memory_used()
+    soak = Soak(a)
+    threads = [threading.Thread(target=soak.worker, args=(i,), name=f"soak-{i}") for i in range(a.envs)]
+    threads += [threading.Thread(target=soak.injector, name="soak-faults"),
+                threading.Thread(target=soak.sampler, name="soak-sampler")]
+    for t in threads:
+        t.start()
+    while any(t.is_alive() for t in threads):
+        if progress:
+            left = max(0.0, soak.deadline - time.monotonic())
+            print(f"\rsoak: {left / 60:5.1f} min left, {soak.counts['episodes']} episodes, {soak.counts['steps']} "
+                  f"steps, faults {dict(soak.faults)}", end="", file=sys.stderr, flush=True)
+        time.sleep(2)
+    if progress:
+        print(file=sys.stderr)
+    runtime().close()
+    collect()
+    time.sleep(2)  # destroyed workspaces' last processes are reaped
+    end = _census()
+    result = {"envs": a.envs, "minutes": a.minutes, "episodes": soak.counts["episodes"], "steps": soak.counts["steps"],
+              "forks": soak.counts["forks"], "errors_by_type": dict(soak.errors),
+              "faults_injected": dict(soak.faults), "fault_times": soak.fault_times,
+              "leaked": {k: end[k] - start[k] for k in start}, "census_start": start, "census_end": end,
+              "host_mb_start": round(host_start / 2**20), "host_mb_end": round(accounting.host_memory_used() / 2**20),
+              "samples": soak.samples, "args": asdict(a)}
+    (out / "soak.json").write_text(json.dumps(result, indent=1))
+    _plot(result, out / "soak.png")
+    return result
+
+
+def _plot(r: dict, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    t = [s["t_s"] / 60 for s in r["samples"]]
+    fig, (mem, live) = plt.subplots(2, 1, figsize=(9, 6), sharex=True)
+    mem.plot(t, [s["host_mb"] for s in r["samples"]], color="tab:blue")
+    mem.set_ylabel("host memory used (MB)")
+    live.plot(t, [s["workspaces"] for s in r["samples"]], color="tab:green")
+    live.set_ylabel("live workspaces")
+    live.set_xlabel("minutes")
+    for at, kind in r["fault_times"]:
+        for ax in (mem, live):
+            ax.axvline(at / 60, color="tab:red", alpha=0.3, lw=1)
+        mem.annotate(kind, (at / 60, mem.get_ylim()[1]), rotation=90, fontsize=6, va="top", color="tab:red")
+    mem.set_title(f"soak: {r['envs']} envs, {r['minutes']} min, {r['episodes']} episodes, {r['steps']} steps; "
+                  f"leaked {sum(r['leaked'].values())} (red: injected faults)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
