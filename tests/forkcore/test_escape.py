@@ -7,6 +7,7 @@ host: writable opens are not written to, a remount is undone, a device node is o
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -47,8 +48,8 @@ ATTEMPTS = {
         "try: socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP).close(); print(json.dumps({'ok': True}))\n"
         "except OSError as e: print(json.dumps({'ok': False, 'error': str(e)}))"),
     "unshare a user namespace and mount in it": (  # needs no capability: only the seccomp filter stops it
-        "r = subprocess.run(['unshare', '--user', '--map-root-user', '--mount', 'sh', '-c', 'mount -t tmpfs none /tmp'],\n"
-        "                   capture_output=True, text=True)\n"
+        "r = subprocess.run(['unshare', '--user', '--map-root-user', '--mount', 'mount', '-t', 'tmpfs', 'none',\n"
+        "                    '/tmp'], capture_output=True, text=True)\n"
         "print(json.dumps({'ok': r.returncode == 0, 'error': r.stderr.strip()}))"),
     "clone into a new user namespace": (  # the raw syscall: clone(CLONE_NEWUSER | SIGCHLD), the child exits at once
         "pid = ctypes.CDLL(None, use_errno=True).syscall(56, 0x10000000 | 17, 0, 0, 0, 0)\n"
@@ -134,6 +135,21 @@ def test_workspace_processes_hold_only_the_kept_capabilities(clone, unhardened):
     assert _caps(unhardened)["CapEff"] & (1 << 21)  # control: root without hardening holds it
 
 
+@contextlib.contextmanager
+def _clone_of(spec):
+    """A clone restored from a snapshot of a workspace started from `spec` (limits are set again at restore,
+    so a clone's are its own); everything is destroyed after."""
+    from forkcore import Workspace
+
+    with Workspace.start(spec) as ws:
+        snap = ws.snapshot()
+        try:
+            with snap.fork(1, backend="private")[0] as clone:
+                yield clone
+        finally:
+            snap.release()
+
+
 # A bounded fork bomb: it starts sleepers until fork fails (or 300 run), reports how many, and ends them.
 _SPAWN = ("import subprocess\nprocs, error = [], None\n"
           "try:\n"
@@ -147,29 +163,15 @@ def test_a_fork_bomb_stops_at_the_clones_task_limit_and_the_clone_stays_usable()
     from forkcore import Workspace
     from forkcore.probe import probe_spec
 
-    ws = Workspace.start(probe_spec("fcpids", pids_max=96))
-    try:
-        snap = ws.snapshot()
-        try:
-            clone = snap.fork(1, backend="private")[0]  # the limit is the clone's own, set again at restore
-            try:
-                r = json.loads(clone.exec(["python3", "-c", _PRELUDE + _SPAWN], timeout=60)["stdout"].strip())
-                assert r["error"] == "BlockingIOError" and 0 < r["started"] < 96, r
-                assert clone.call("ping") is not None
-                again = json.loads(clone.exec(["python3", "-c", _PRELUDE + _SPAWN.replace("300", "5")])["stdout"])
-                assert again == {"started": 5, "error": None}  # the sleepers are gone: room again
-            finally:
-                clone.destroy()
-        finally:
-            snap.release()
-    finally:
-        ws.destroy()
-    unlimited = Workspace.start(probe_spec("fcnopids", pids_max=None))  # control: the same bomb gets through
-    try:
+    with _clone_of(probe_spec("fcpids", pids_max=96)) as clone:
+        r = json.loads(clone.exec(["python3", "-c", _PRELUDE + _SPAWN], timeout=60)["stdout"].strip())
+        assert r["error"] == "BlockingIOError" and 0 < r["started"] < 96, r
+        assert clone.call("ping") is not None
+        again = json.loads(clone.exec(["python3", "-c", _PRELUDE + _SPAWN.replace("300", "5")])["stdout"])
+        assert again == {"started": 5, "error": None}  # the sleepers are gone: room again
+    with Workspace.start(probe_spec("fcnopids", pids_max=None)) as unlimited:  # control: the bomb gets through
         r = json.loads(unlimited.exec(["python3", "-c", _PRELUDE + _SPAWN], timeout=60)["stdout"].strip())
         assert r == {"started": 300, "error": None}
-    finally:
-        unlimited.destroy()
 
 
 # A bounded memory bomb: it fills 64 MB blocks (touched) up to 640 MB, then reports what it got.
@@ -182,28 +184,14 @@ def test_a_memory_bomb_is_killed_inside_its_clone_and_the_clone_stays_usable():
     from forkcore import Workspace
     from forkcore.probe import probe_spec
 
-    ws = Workspace.start(probe_spec("fcmem", memory_max_mb=320))
-    try:
-        snap = ws.snapshot()
-        try:
-            clone = snap.fork(1, backend="private")[0]  # the limit is the clone's own, set again at restore
-            try:
-                r = clone.exec(["python3", "-c", _PRELUDE + _FILL], timeout=60)
-                assert r["returncode"] == -9 and not r["stdout"], r  # the kernel's OOM killer, in this cgroup
-                assert clone.call("ping") is not None
-                small = clone.exec(["python3", "-c", _PRELUDE + _FILL.replace("10", "1")])
-                assert json.loads(small["stdout"]) == {"mb": 64}
-            finally:
-                clone.destroy()
-        finally:
-            snap.release()
-    finally:
-        ws.destroy()
-    unlimited = Workspace.start(probe_spec("fcnomem", memory_max_mb=None))  # control: the same bomb gets through
-    try:
+    with _clone_of(probe_spec("fcmem", memory_max_mb=320)) as clone:
+        r = clone.exec(["python3", "-c", _PRELUDE + _FILL], timeout=60)
+        assert r["returncode"] == -9 and not r["stdout"], r  # the kernel's OOM killer, in this cgroup
+        assert clone.call("ping") is not None
+        small = clone.exec(["python3", "-c", _PRELUDE + _FILL.replace("10", "1")])
+        assert json.loads(small["stdout"]) == {"mb": 64}
+    with Workspace.start(probe_spec("fcnomem", memory_max_mb=None)) as unlimited:  # control: the bomb gets through
         assert json.loads(unlimited.exec(["python3", "-c", _PRELUDE + _FILL], timeout=60)["stdout"]) == {"mb": 640}
-    finally:
-        unlimited.destroy()
 
 
 # Fills a directory with 1 MB writes up to MB and reports how many MB it wrote.
@@ -228,29 +216,15 @@ def test_a_full_root_filesystem_or_tmp_fills_only_its_clone():
     from forkcore import Workspace, paths
     from forkcore.probe import probe_spec
 
-    ws = Workspace.start(probe_spec("fcdisk", disk_mb=48, tmpfs_mb=32))
-    try:
-        snap = ws.snapshot()
-        try:
-            clone = snap.fork(1, backend="private")[0]
-            try:
-                host_free = os.statvfs(paths.STATE_DIR).f_bavail * os.statvfs(paths.STATE_DIR).f_frsize
-                full = _fill(clone, "/var")
-                assert full["error"] == errno.ENOSPC and 40 <= full["mb"] <= 48, full  # 48 MB less what is there
-                full = _fill(clone, "/tmp")
-                assert full["error"] == errno.ENOSPC and 24 <= full["mb"] <= 32, full
-                assert clone.call("ping") is not None
-                assert _fill(clone, "/var", 16) == {"mb": 16, "error": None}  # room again after the unlink
-                free_after = os.statvfs(paths.STATE_DIR).f_bavail * os.statvfs(paths.STATE_DIR).f_frsize
-                assert abs(free_after - host_free) < 32 << 20
-            finally:
-                clone.destroy()
-        finally:
-            snap.release()
-    finally:
-        ws.destroy()
-    unlimited = Workspace.start(probe_spec("fcnodisk", disk_mb=None))  # control: the state dir takes it all
-    try:
+    with _clone_of(probe_spec("fcdisk", disk_mb=48, tmpfs_mb=32)) as clone:
+        host_free = os.statvfs(paths.STATE_DIR).f_bavail * os.statvfs(paths.STATE_DIR).f_frsize
+        full = _fill(clone, "/var")
+        assert full["error"] == errno.ENOSPC and 40 <= full["mb"] <= 48, full  # 48 MB less what is there
+        full = _fill(clone, "/tmp")
+        assert full["error"] == errno.ENOSPC and 24 <= full["mb"] <= 32, full
+        assert clone.call("ping") is not None
+        assert _fill(clone, "/var", 16) == {"mb": 16, "error": None}  # room again after the unlink
+        free_after = os.statvfs(paths.STATE_DIR).f_bavail * os.statvfs(paths.STATE_DIR).f_frsize
+        assert abs(free_after - host_free) < 32 << 20
+    with Workspace.start(probe_spec("fcnodisk", disk_mb=None)) as unlimited:  # control: the state dir takes it all
         assert _fill(unlimited, "/var") == {"mb": 96, "error": None}
-    finally:
-        unlimited.destroy()
