@@ -7,8 +7,8 @@ injects one fault every `fault_every_s`, in turn:
 
   kill_process     SIGKILL to a random process of a random live workspace (browser, site, desktop app,
                    executor, init, ...)
-  kill_criu_dump   SIGKILL to the next `criu dump` (a background snapshot or a fork) within 30 s
-  kill_criu_restore  SIGKILL to the next `criu restore` within 30 s
+  kill_criu_dump   SIGKILL to the soak's next `criu dump` (a background snapshot or a fork) within 30 s
+  kill_criu_restore  SIGKILL to the soak's next `criu restore` within 30 s
   corrupt_snapshot a byte flipped in a pages image of a random retained snapshot (its next restore must refuse)
   kill_host        a child process runs an episode with its own on-disk store and is SIGKILLed with live
                    workspaces; `forkcore.gc.collect()` then removes them
@@ -39,7 +39,7 @@ from pathlib import Path
 import gymnasium as gym
 
 import bunshin_gym  # noqa: F401 - registers the envs
-from forkcore import accounting, paths
+from forkcore import accounting, criu, paths
 from forkcore.cgroups import Freezer
 from forkcore.gc import collect
 from forkcore.workspace import _LIVE
@@ -165,14 +165,9 @@ class Soak:
     def _kill_criu(self, action: str) -> bool:
         end = time.monotonic() + 30
         while time.monotonic() < end:
-            for p in Path("/proc").iterdir():
-                try:
-                    argv = (p / "cmdline").read_bytes().split(b"\0") if p.name.isdigit() else []
-                except OSError:
-                    continue
-                if action.encode() in argv and any(b"criu" in x for x in argv):
-                    os.kill(int(p.name), signal.SIGKILL)
-                    return True
+            for pid in criu.running(action):
+                os.kill(pid, signal.SIGKILL)
+                return True
             time.sleep(0.005)
         return False
 

@@ -117,22 +117,29 @@ def dump(opts: DumpOptions, timeout: float = 300) -> subprocess.CompletedProcess
     return subprocess.CompletedProcess(cmd, p.returncode, out, err)
 
 
-#: CRIU processes this process started and has not waited for yet (never taken for orphaned helpers)
-_RUNNING: set[int] = set()
+#: CRIU processes this process started and has not waited for yet: pid -> action (never taken for orphaned
+#: helpers)
+_RUNNING: dict[int, str] = {}
 _RUNNING_LOCK = threading.Lock()
+
+
+def running(action: str) -> list[int]:
+    """Pids of this process's CRIU runs of `action` ("dump" or "restore") in flight (fault injection)."""
+    with _RUNNING_LOCK:
+        return [pid for pid, a in _RUNNING.items() if a == action]
 
 
 def _start(cmd: list[str], env: dict, preexec_fn=None) -> subprocess.Popen:
     with _RUNNING_LOCK:
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                              stdin=subprocess.DEVNULL, preexec_fn=preexec_fn)
-        _RUNNING.add(p.pid)
+        _RUNNING[p.pid] = "dump" if "dump" in cmd else "restore"
     return p
 
 
 def _finished(p: subprocess.Popen) -> None:
     with _RUNNING_LOCK:
-        _RUNNING.discard(p.pid)
+        _RUNNING.pop(p.pid, None)
     if p.returncode != 0:
         reap_orphaned_helpers()
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from forkcore import RestoreFailed, SnapshotError, Workspace, paths
+from forkcore import RestoreFailed, SnapshotError, Workspace, criu, paths
 from forkcore.cgroups import Freezer
 from forkcore.probe import probe_spec
 
@@ -28,15 +28,10 @@ def _kill_criu_when_it_runs(action: str, after_s: float) -> threading.Thread:
     def watch():
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            for p in Path("/proc").iterdir():
-                try:
-                    argv = (p / "cmdline").read_bytes().split(b"\0") if p.name.isdigit() else []
-                except OSError:
-                    continue
-                if action.encode() in argv and any(b"criu" in a for a in argv):
-                    time.sleep(after_s)
-                    os.kill(int(p.name), 9)
-                    return
+            for pid in criu.running(action):
+                time.sleep(after_s)
+                os.kill(pid, 9)
+                return
             time.sleep(0.002)
 
     t = threading.Thread(target=watch, daemon=True)
