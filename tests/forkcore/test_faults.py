@@ -109,8 +109,6 @@ _FULL_DISK = textwrap.dedent("""
 """)
 
 
-@pytest.mark.xfail(strict=False, reason="failed once in a full CI run (session 9) for a cause not yet found; passes "
-                                      "alone and in tests/forkcore runs")
 def test_a_full_state_dir_fails_the_snapshot_clearly_and_leaves_no_partial_snapshot(tmp_path):
     state = tmp_path / "state"
     state.mkdir()
@@ -122,7 +120,8 @@ def test_a_full_state_dir_fails_the_snapshot_clearly_and_leaves_no_partial_snaps
         import json
 
         out = json.loads(r.stdout.strip().splitlines()[-1])
-        assert out["error"] and "No space left on device" in out["error"], out["error"]
+        # CRIU may not even get its own error line into a full disk: then the kept log says so
+        assert out["error"] and ("No space left on device" in out["error"] or "full log: not kept" in out["error"])
         assert out["ping"] == "pong" and out["snapshots_left"] == []
     finally:
         subprocess.run(["umount", "-l", str(state)], check=False)
