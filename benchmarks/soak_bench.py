@@ -40,7 +40,7 @@ import gymnasium as gym
 
 import bunshin_gym  # noqa: F401 - registers the envs
 from forkcore import accounting, criu, paths
-from forkcore.cgroups import Freezer
+from forkcore.cgroups import WorkspaceCgroups
 from forkcore.gc import collect
 from forkcore.workspace import _LIVE
 
@@ -157,7 +157,7 @@ class Soak:
 
     def kill_process(self, rng: random.Random) -> bool:
         live = [ws for ws in list(_LIVE) if not ws._destroyed and not ws._frozen]
-        pids = rng.choice(live)._freezer.pids() if live else []
+        pids = rng.choice(live)._cgroups.pids() if live else []
         if pids:
             os.kill(rng.choice(pids), signal.SIGKILL)
         return bool(pids)
@@ -208,8 +208,17 @@ class Soak:
         while time.monotonic() < self.deadline:
             self.samples.append({"t_s": round(time.monotonic() - self.t0, 1),
                                  "host_mb": round(accounting.host_memory_used() / 2**20),
+                                 "self_rss_mb": round(_self_rss() / 2**20),
+                                 "shmem_mb": round(accounting.meminfo().get("Shmem", 0) / 2**20),
                                  "workspaces": len([w for w in list(_LIVE) if not w._destroyed])})
             time.sleep(self.a.sample_s)
+
+
+def _self_rss() -> int:
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
 
 
 def _owned(d: Path) -> bool:
@@ -227,14 +236,12 @@ def _census() -> dict:
     their pid namespaces, mounts of its state dirs, its workspace cgroups, its fds, state dirs and memfiles."""
     ws_root, snap_root = paths.STATE_DIR / "ws", paths.STATE_DIR / "snapshots"
     dirs = [d for root in (ws_root, snap_root) if root.is_dir() for d in root.iterdir() if _owned(d)]
-    cgroups = [c for c in Freezer.existing() if _owned(ws_root / c.path.name)]
+    cgroups = [c for c in WorkspaceCgroups.existing() if _owned(ws_root / c.path.name)]
     me, pids = os.getpid(), {p for c in cgroups for p in c.pids()}
     for p in Path("/proc").iterdir():
-        try:
-            if p.name.isdigit() and int((p / "stat").read_text().rsplit(")", 1)[1].split()[1]) == me:
-                pids.add(int(p.name))
-        except OSError:
-            continue
+        stat = accounting.proc_stat(p.name) if p.name.isdigit() else None
+        if stat is not None and int(stat[1][1]) == me:
+            pids.add(int(p.name))
     pidns = set()
     for pid in pids:
         try:
@@ -243,9 +250,11 @@ def _census() -> dict:
             continue
     pidns.discard(os.readlink("/proc/self/ns/pid"))
     owned = {str(d) for d in dirs}
-    snapshots = {d.name for d in dirs if d.parent == snap_root}
-    memfiles = [m for m in paths.SHM_DIR.iterdir() if m.name in snapshots or not (snap_root / m.name).exists()] \
-        if paths.SHM_DIR.is_dir() else []
+    names = {d.name for d in dirs}  # memfiles, lineage pins and views (forkcore/memfile.py): ours or orphaned
+    memfiles = [m for root, owners in ((paths.SHM_DIR, snap_root), (paths.SHM_DIR / ".lineage", snap_root),
+                                       (paths.SHM_DIR / ".views", ws_root)) if root.is_dir()
+                for m in root.iterdir() if not m.name.startswith(".")
+                and (m.name in names or not (owners / m.name).exists())]
     return {"processes": len(pids), "namespaces": len(pidns),
             "mounts": sum(1 for line in open("/proc/self/mountinfo") if any(o in line for o in owned)),
             "cgroups": len(cgroups), "fds": len(os.listdir("/proc/self/fd")), "state_dirs": len(dirs),

@@ -19,6 +19,17 @@ class TreeMemory:
         return self.pss / 2**20
 
 
+def proc_stat(pid: int | str) -> tuple[str, list[str]] | None:
+    """A process's command name and the fields of /proc/PID/stat after it (state, ppid, ...: field N of
+    proc(5) is ``fields[N - 3]``); None once it is gone. The name may hold spaces and parentheses."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    return stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
+
+
 def namespace_pids(init_pid: int) -> list[int]:
     """Every host pid in the pid namespace whose PID 1 is `init_pid` (init included)."""
     try:

@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 from . import paths
+from .memfile import lineage_dir
 from .errors import BackendUnavailable
 
 AUTO_ORDER = ("kmod", "ksm", "private")  # memfile: opt-in only (see the module docstring)
@@ -165,3 +166,4 @@ def release_backend_data(snapshot) -> None:
     mem = snapshot.backend_data.pop("memfile", None)
     if mem is not None:
         shutil.rmtree(paths.SHM_DIR / snapshot.id, ignore_errors=True)
+    shutil.rmtree(lineage_dir(snapshot.id), ignore_errors=True)

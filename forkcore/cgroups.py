@@ -40,8 +40,8 @@ def _kmod_device_rule() -> str | None:
     return f"c {os.major(st.st_rdev)}:{os.minor(st.st_rdev)} rwm"
 
 
-class Freezer:
-    """One freezer cgroup per workspace: join(pid), freeze(), thaw(), remove(), with the workspace's limits
+class WorkspaceCgroups:
+    """A workspace's freezer cgroup: join(pid), freeze(), thaw(), remove(), with the workspace's limits
     beside it: `pids_max` tasks (processes and threads: a fork bomb fails with EAGAIN inside it),
     `memory_max_mb` (a memory bomb meets the OOM killer inside it) and, with `devices`, only the devices of
     its own /dev (`DEVICES_ALLOWED`)."""
@@ -77,8 +77,8 @@ class Freezer:
                 pass
         if (self.path / knob).exists():
             (self.path / knob).write_text(value)
-        elif controller not in Freezer._warned:
-            Freezer._warned.add(controller)
+        elif controller not in WorkspaceCgroups._warned:
+            WorkspaceCgroups._warned.add(controller)
             log.warning("no %s cgroup controller here (v1 not mounted at %s, v2 without +%s in %s): workspaces "
                         "run without that limit, so a bomb inside one reaches the host's limits", controller,
                         _V1_LIMITS[controller], controller, self.path.parent / "cgroup.subtree_control")
@@ -86,8 +86,8 @@ class Freezer:
     def _limit_devices(self) -> None:
         path = self.limit_paths.get("devices")
         if path is None:
-            if "devices" not in Freezer._warned:
-                Freezer._warned.add("devices")
+            if "devices" not in WorkspaceCgroups._warned:
+                WorkspaceCgroups._warned.add("devices")
                 log.warning("no v1 devices cgroup here: workspaces rely on their minimal /dev and the dropped "
                             "CAP_MKNOD to keep the host's devices closed")
             return
@@ -107,7 +107,7 @@ class Freezer:
                                    "or cgroup v2 at /sys/fs/cgroup")
 
     @classmethod
-    def existing(cls) -> list["Freezer"]:
+    def existing(cls) -> list["WorkspaceCgroups"]:
         """Every workspace freezer cgroup on this host (forkcore's gc sweeps the orphaned ones)."""
         try:
             parent = cls.parent()
@@ -147,6 +147,22 @@ class Freezer:
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"cgroup {self.path} did not reach '{want}' in {timeout}s")
                 time.sleep(0.001)
+
+    def oom_kills(self) -> int:
+        """Processes the kernel's OOM killer has killed in this workspace's memory cgroup so far (0 where no
+        memory controller is there)."""
+        if "memory" in self.limit_paths:
+            path, key = self.limit_paths["memory"] / "memory.oom_control", "oom_kill"
+        else:
+            path, key = self.path / "memory.events", "oom_kill"
+        try:
+            for line in path.read_text().splitlines():
+                name, _, value = line.partition(" ")
+                if name == key:
+                    return int(value)
+        except (OSError, ValueError):
+            pass
+        return 0
 
     def pids(self) -> list[int]:
         try:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import paths
+from .accounting import proc_stat
 from .errors import CriuUnavailable
 
 log = logging.getLogger("forkcore")
@@ -150,14 +151,10 @@ def reap_orphaned_helpers() -> list[int]:
     me, reaped = os.getpid(), []
     with _RUNNING_LOCK:
         for proc in Path("/proc").iterdir():
-            try:
-                stat = (proc / "stat").read_text() if proc.name.isdigit() else ""
-            except OSError:
+            stat = proc_stat(proc.name) if proc.name.isdigit() else None
+            if stat is None:
                 continue
-            if not stat:
-                continue
-            comm, fields = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
-            pid = int(proc.name)
+            (comm, fields), pid = stat, int(proc.name)
             if int(fields[1]) != me or pid in _RUNNING or not (comm == "criu" or comm.startswith("ld-linux")):
                 continue
             try:

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from . import criu, paths
-from .cgroups import Freezer
+from .cgroups import WorkspaceCgroups
 
 
 def _mounted_under(root: Path) -> list[str]:
@@ -30,7 +30,7 @@ def _alive(pid_file: Path) -> bool:
 
 
 def _kill_cgroup(name: str, log: list[str]) -> None:
-    fz = Freezer(name, create=False)
+    fz = WorkspaceCgroups(name, create=False)
     if not fz.path.is_dir():
         return
     if fz.pids():
@@ -73,7 +73,7 @@ def collect() -> list[str]:
             shutil.rmtree(d, ignore_errors=True)
             log.append(f"removed workspace state {d}")
     live = {d.name for d in ws_root.iterdir()} if ws_root.is_dir() else set()
-    for fz in Freezer.existing():  # cgroups whose workspace state is gone (a process killed mid-destroy)
+    for fz in WorkspaceCgroups.existing():  # cgroups whose workspace state is gone (a process killed mid-destroy)
         if fz.path.name not in live:
             _kill_cgroup(fz.path.name, log)
     snap_root = paths.STATE_DIR / "snapshots"
@@ -86,6 +86,19 @@ def collect() -> list[str]:
             shutil.rmtree(d, ignore_errors=True)
             shutil.rmtree(paths.SHM_DIR / d.name, ignore_errors=True)
             log.append(f"removed snapshot {d}")
+    _collect_memfiles(ws_root, snap_root, log)
     for pid in criu.reap_orphaned_helpers():  # of a CRIU whose owner died mid-dump or mid-restore
         log.append(f"reaped orphaned CRIU helper {pid}")
     return log
+
+
+def _collect_memfiles(ws_root: Path, snap_root: Path, log: list[str]) -> None:
+    """Memfiles, lineage pins and workspace views (memfile.py) whose snapshot or workspace dir is gone."""
+    for root, owners in ((paths.SHM_DIR, snap_root), (paths.SHM_DIR / ".lineage", snap_root),
+                         (paths.SHM_DIR / ".views", ws_root)):
+        if not root.is_dir():
+            continue
+        for d in root.iterdir():
+            if not d.name.startswith(".") and not (owners / d.name).exists():
+                shutil.rmtree(d, ignore_errors=True)
+                log.append(f"removed memfiles {d}")

@@ -13,6 +13,12 @@ content instead of zeros; MADV_FREE/MADV_WIPEONFORK are rejected on file mapping
 zero-after-DONTNEED (some allocators' calloc) may read stale data — use the ksm or private backend
 for such workloads. The rewritten images live beside the originals; the memfiles are deleted with the
 snapshot.
+
+Lineage views. A hardened workspace does not see SHM_DIR: /opt/bunshin/mem is bound from its own view,
+SHM_DIR/.views/<workspace id>, which holds hard links (the same inodes: the page cache stays shared) to the
+memfiles its lineage may map and nothing else. A snapshot pins the view of the workspace it was dumped from
+(SHM_DIR/.lineage/<snapshot id>), so its clones' views are that pin plus, for a memfile clone, the snapshot's
+own memfiles; an ancestor released meanwhile keeps its files alive through the links.
 """
 from __future__ import annotations
 
@@ -30,6 +36,50 @@ _SPECIAL = ((1 << 1) | (1 << 2) | (1 << 3) | (1 << 10) | (1 << 11) | (1 << 12) |
             | (1 << 31))  # STACK VSYSCALL VDSO SYSVIPC SOCKET VVAR AIORING MEMFD SHSTK UNSUPP
 MAP_ANONYMOUS, MAP_GROWSDOWN, MADV_WIPEONFORK = 0x20, 0x100, 18
 MEM_MOUNT = "/opt/bunshin/mem"
+
+
+def view_dir(ws_id: str) -> Path:
+    """Where the view of workspace `ws_id` lives (what it sees at MEM_MOUNT)."""
+    return paths.SHM_DIR / ".views" / ws_id
+
+
+def lineage_dir(snap_id: str) -> Path:
+    """The memfiles snapshot `snap_id`'s images may map from its ancestors (the source's view, pinned)."""
+    return paths.SHM_DIR / ".lineage" / snap_id
+
+
+def _link_files(src: Path, dst: Path) -> None:
+    dst.mkdir(parents=True, exist_ok=True)
+    for f in src.iterdir():
+        try:
+            os.link(f, dst / f.name)
+        except FileExistsError:
+            pass
+
+
+def _link_tree(src: Path, dst: Path) -> None:
+    """Link every SNAPSHOT_ID/FILE of `src` into `dst` (missing `src`: nothing)."""
+    if src.is_dir():
+        for d in src.iterdir():
+            _link_files(d, dst / d.name)
+
+
+def new_view(ws_id: str, snapshot_id: str | None = None, own: bool = False) -> Path:
+    """Make the view of a new workspace: empty for a fresh one, else what `snapshot_id` pinned and, with
+    `own` (a memfile restore), the snapshot's own memfiles."""
+    view = view_dir(ws_id)
+    shutil.rmtree(view, ignore_errors=True)
+    view.mkdir(parents=True)
+    if snapshot_id is not None:
+        _link_tree(lineage_dir(snapshot_id), view)
+        if own:
+            _link_files(paths.SHM_DIR / snapshot_id, view / snapshot_id)
+    return view
+
+
+def pin_lineage(view: Path, snap_id: str) -> None:
+    """Snapshot `snap_id` of the workspace seeing `view` keeps what that view holds."""
+    _link_tree(view, lineage_dir(snap_id))
 
 
 def convertible(vma: dict) -> bool:

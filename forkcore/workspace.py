@@ -24,10 +24,10 @@ import atexit
 from pathlib import Path
 from typing import Any, Sequence
 
-from . import criu, layers, paths
-from .accounting import TreeMemory, namespace_pids, pids_in_namespace, tree_memory
+from . import criu, layers, memfile, paths
+from .accounting import TreeMemory, namespace_pids, pids_in_namespace, proc_stat, tree_memory
 from .capabilities import can_snapshot_non_root_processes
-from .cgroups import Freezer
+from .cgroups import WorkspaceCgroups
 from .errors import (KernelFeatureMissing, NotRoot, RestoreFailed, ServiceDied, SnapshotError, SnapshotReleased,
                      WorkspaceDestroyed, WorkspaceError)
 from .versions import HostVersions, host_versions
@@ -82,10 +82,11 @@ def _set_subreaper() -> None:
     _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 
-def _external_mounts() -> list[tuple[str, str]]:
-    """(mount point inside, key, host source) of every host bind; keys name them in CRIU images."""
+def _external_mounts(mem_view: Path | None = None) -> list[tuple[str, str]]:
+    """(mount point inside, key, host source) of every host bind; keys name them in CRIU images. MEM_MOUNT's
+    source is the workspace's memfile view (memfile.py), or all of SHM_DIR for an unhardened one."""
     out = [(b, "bind" + b.replace("/", "_"), b) for b in layers.HOST_BINDS]
-    out.append((MEM_MOUNT, "bunshin_mem", str(paths.SHM_DIR)))
+    out.append((MEM_MOUNT, "bunshin_mem", str(mem_view or paths.SHM_DIR)))
     return out
 
 
@@ -103,12 +104,8 @@ def _umount(path: Path) -> None:
 def _start_time(pid: int) -> str | None:
     """A process's start time (field 22 of its stat), None once it is gone or a zombie: pid and start time
     name one process even after its pid is reused."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat[stat.rindex(")") + 2:].split()
-    return None if fields[0] in ("Z", "X") else fields[19]
+    stat = proc_stat(pid)
+    return None if stat is None or stat[1][0] in ("Z", "X") else stat[1][19]
 
 
 def _make_rw_dirs(ws_dir: Path, disk_mb: int | None) -> None:
@@ -137,17 +134,20 @@ class Workspace:
     """
 
     def __init__(self, spec: WorkspaceSpec, ws_id: str, init_pid: int, lowers: list[Path], ws_dir: Path,
-                 freezer: Freezer, *, host_mounted: bool, backend: str, parent_snapshot: "Snapshot | None",
+                 cgroups: WorkspaceCgroups, *, host_mounted: bool, backend: str, parent_snapshot: "Snapshot | None",
                  popen: subprocess.Popen | None = None) -> None:
         self.spec, self.id, self.init_pid, self.lowers, self.dir = spec, ws_id, init_pid, lowers, ws_dir
         self.backend, self.parent_snapshot = backend, parent_snapshot
-        self._freezer, self._host_mounted, self._popen = freezer, host_mounted, popen
+        self._cgroups, self._host_mounted, self._popen = cgroups, host_mounted, popen
         self._pidns = os.readlink(f"/proc/{init_pid}/ns/pid")
         self._destroyed = False
         self._frozen = False
         self._lock = threading.RLock()
         self.client = ExecutorClient(self.host_path(paths.WS_EXECUTOR_SOCKET), label=f"workspace {ws_id}")
         self._services: dict[str, tuple[int, str]] = {}  # name -> (host pid, start time) while running
+        self._oom_kills = 0  # the memory cgroup's OOM kills when the services were noted
+        #: what it sees at MEM_MOUNT: its lineage's memfiles only (None: unhardened, all of SHM_DIR)
+        self.mem_view = memfile.view_dir(ws_id) if spec.harden else None
         _LIVE.add(self)
 
     # ---- construction -------------------------------------------------------------------------
@@ -165,6 +165,7 @@ class Workspace:
         ws_dir = paths.STATE_DIR / "ws" / ws_id
         _make_rw_dirs(ws_dir, spec.disk_mb)
         paths.SHM_DIR.mkdir(parents=True, exist_ok=True)
+        mem_dir = memfile.new_view(ws_id) if spec.harden else paths.SHM_DIR
         lowers = [Path(p) for p in spec.layers] + [layers.code_layer(), layers.system_layer()]
         etc = ws_dir / "rw/upper/etc/bunshin"
         etc.mkdir(parents=True)
@@ -175,9 +176,9 @@ class Workspace:
                "PYTHONDONTWRITEBYTECODE": "1", **dict(spec.env)}
         cfg = {"merged": str(ws_dir / "merged"), "upper": str(ws_dir / "rw/upper"),
                "work": str(ws_dir / "rw/work"),
-               "lowers": [str(p) for p in lowers], "binds": list(layers.HOST_BINDS), "mem_dir": str(paths.SHM_DIR),
+               "lowers": [str(p) for p in lowers], "binds": list(layers.HOST_BINDS), "mem_dir": str(mem_dir),
                "tmpfs_mb": spec.tmpfs_mb, "ksm_mergeable": spec.ksm_mergeable, "python": py, "env": env}
-        freezer = Freezer(ws_id, pids_max=spec.pids_max, memory_max_mb=spec.memory_max_mb, devices=spec.harden)
+        cgroups = WorkspaceCgroups(ws_id, pids_max=spec.pids_max, memory_max_mb=spec.memory_max_mb, devices=spec.harden)
         stage1_log = open(ws_dir / "stage1.log", "wb")
         try:
             popen = subprocess.Popen(
@@ -186,13 +187,13 @@ class Workspace:
                 env={"PATH": env["PATH"], "PYTHONPATH": str(_REPO_ROOT), "BUNSHIN_INIT_CONFIG": json.dumps(cfg),
                      "PYTHONDONTWRITEBYTECODE": "1"},
                 stdin=subprocess.DEVNULL, stdout=stage1_log, stderr=subprocess.STDOUT, close_fds=True,
-                start_new_session=True, preexec_fn=freezer.join_self)
+                start_new_session=True, preexec_fn=cgroups.join_self)
         finally:
             stage1_log.close()
         init_pid = cls._find_child(popen, ws_dir)
         (ws_dir / "init.pid").write_text(str(init_pid))
         (ws_dir / "owner.pid").write_text(str(os.getpid()))
-        ws = cls(spec, ws_id, init_pid, lowers, ws_dir, freezer, host_mounted=False, backend="source",
+        ws = cls(spec, ws_id, init_pid, lowers, ws_dir, cgroups, host_mounted=False, backend="source",
                  parent_snapshot=None, popen=popen)
         try:
             ws._wait_ready(timeout)
@@ -249,14 +250,23 @@ class Workspace:
             except (OSError, StopIteration, ValueError):
                 continue
         self._services = {name: by_nspid[p] for name, p in started.items() if p in by_nspid}
+        self._oom_kills = self._cgroups.oom_kills()
 
     def check_services(self) -> None:
         """Raise ServiceDied if a service that was running when the workspace started (or was restored) has
-        exited since: killed, crashed or OOM-killed, the workspace no longer is what its state says."""
+        exited since (killed, crashed or OOM-killed), or if the OOM killer ended any process in it since (an
+        app, a helper: its memory limit, not what it was asked, decided the outcome). Either way the
+        workspace no longer is what its state says."""
         dead = [name for name, (pid, start) in self._services.items() if _start_time(pid) != start]
         if dead:
             raise ServiceDied(f"workspace {self.id}: service {', '.join(map(repr, dead))} is no longer running "
                               f"(killed or crashed; its log: {self.logs(dead[0], tail=5).strip()[-400:]})")
+        oom = self._cgroups.oom_kills()
+        if oom > self._oom_kills:
+            killed, self._oom_kills = oom - self._oom_kills, oom
+            raise ServiceDied(f"workspace {self.id}: the kernel's OOM killer ended {killed} "
+                              f"process(es) in it (its memory limit is {self.spec.memory_max_mb} MB: "
+                              "WorkspaceSpec.memory_max_mb)")
 
     def _stage1_log(self) -> str:
         try:
@@ -311,12 +321,12 @@ class Workspace:
     def freeze(self) -> None:
         self._check_alive("freeze")
         self.client.close()
-        self._freezer.freeze()
+        self._cgroups.freeze()
         self._frozen = True
 
     def thaw(self) -> None:
         self._check_alive("thaw")
-        self._freezer.thaw()
+        self._cgroups.thaw()
         self._frozen = False
 
     # ---- snapshot and fork ------------------------------------------------------------------------
@@ -388,12 +398,15 @@ class Workspace:
                 if not self.alive:
                     shutil.rmtree(snap_dir, ignore_errors=True)
                     raise SnapshotError(f"workspace {self.id} died during its snapshot:\n{self.logs()}")
+                if self.mem_view is not None:
+                    memfile.pin_lineage(self.mem_view, snap_id)
                 snap = Snapshot(snap_id, snap_dir, self.spec, [layer] + self.lowers, parent=self.parent_snapshot,
                                 dump_s=dump_s)
                 snap.write_manifest()
                 return snap
             except OSError as e:  # the state dir is full or unwritable: no partial snapshot stays
                 shutil.rmtree(snap_dir, ignore_errors=True)
+                shutil.rmtree(memfile.lineage_dir(snap_id), ignore_errors=True)
                 raise SnapshotError(f"snapshot of workspace {self.id} failed writing {paths.STATE_DIR}: {e}") from e
 
     def fork(self, n: int = 1, backend: str = "auto") -> list["Workspace"]:
@@ -415,7 +428,7 @@ class Workspace:
             self._destroyed = True
             self.client.close()
             try:
-                self._freezer.thaw()  # a frozen task cannot die
+                self._cgroups.thaw()  # a frozen task cannot die
             except (OSError, TimeoutError):
                 pass
             try:
@@ -426,8 +439,10 @@ class Workspace:
             if self._host_mounted:
                 _umount(self.dir / "merged")
             _umount(self.dir / "rw")
-            self._freezer.remove()
+            self._cgroups.remove()
             shutil.rmtree(self.dir, ignore_errors=True)
+            if self.mem_view is not None:
+                shutil.rmtree(self.mem_view, ignore_errors=True)
             if self.parent_snapshot is not None:
                 self.parent_snapshot.release()
 
@@ -620,35 +635,40 @@ class Snapshot:
         ws_dir.mkdir(parents=True)
         (ws_dir / "owner.pid").write_text(str(os.getpid()))  # before anything gc could take for an orphan
         _make_rw_dirs(ws_dir, self.spec.disk_mb)
-        freezer = Freezer(ws_id, pids_max=self.spec.pids_max, memory_max_mb=self.spec.memory_max_mb,
+        cgroups = WorkspaceCgroups(ws_id, pids_max=self.spec.pids_max, memory_max_mb=self.spec.memory_max_mb,
                           devices=self.spec.harden)
         _mount_overlay(self.lowers, ws_dir / "rw/upper", ws_dir / "rw/work", ws_dir / "merged")
         pidfile = ws_dir / "init.pid"
         log = ws_dir / "restore.log"
+        mem_view = None
         try:
+            if self.spec.harden:
+                mem_view = memfile.new_view(ws_id, self.id, own=impl.name == "memfile")
             try:
                 r = criu.restore(criu.RestoreOptions(
                     images_dir=images, root=ws_dir / "merged", pidfile=pidfile, log_file=log,
-                    external_mounts=tuple((k, src) for _, k, src in _external_mounts()),
-                    exec_prefix=impl.exec_prefix()), timeout=self.restore_timeout_s, preexec_fn=freezer.join_self)
+                    external_mounts=tuple((k, src) for _, k, src in _external_mounts(mem_view)),
+                    exec_prefix=impl.exec_prefix()), timeout=self.restore_timeout_s, preexec_fn=cgroups.join_self)
             except subprocess.TimeoutExpired:
                 r = subprocess.CompletedProcess([], returncode=-9, stderr=f"timed out after {self.restore_timeout_s} s")
             if r.returncode != 0 or not pidfile.exists():
-                freezer.kill_all()
+                cgroups.kill_all()
                 keep = criu.keep_log(log, paths.STATE_DIR / "failed" / f"restore-{ws_id}.log")
                 raise RestoreFailed(f"criu restore of snapshot {self.id} ({impl.name} backend) failed "
                                     f"(exit {r.returncode}{': ' + r.stderr.strip()[-300:] if r.stderr else ''}):\n"
                                     f"{criu.log_tail(log)}\nfull log: {keep or 'not kept'}", keep and str(keep))
             init_pid = int(pidfile.read_text())
         except BaseException:
-            freezer.kill_all()
-            freezer.remove()
+            cgroups.kill_all()
+            cgroups.remove()
             _umount(ws_dir / "merged")
             _umount(ws_dir / "rw")
             shutil.rmtree(ws_dir, ignore_errors=True)
+            if mem_view is not None:
+                shutil.rmtree(mem_view, ignore_errors=True)
             raise
         self.retain()
-        ws = Workspace(self.spec, ws_id, init_pid, self.lowers, ws_dir, freezer, host_mounted=True,
+        ws = Workspace(self.spec, ws_id, init_pid, self.lowers, ws_dir, cgroups, host_mounted=True,
                        backend=impl.name, parent_snapshot=self)
         ws._watch_services()
         return ws

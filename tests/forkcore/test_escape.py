@@ -15,6 +15,7 @@ import stat
 
 import pytest
 
+from forkcore.errors import ServiceDied
 from forkcore.hardening import KEPT_CAPABILITIES
 
 #: a block device of the host (the workspace's /dev has none: the attempt makes its own node of it)
@@ -136,7 +137,7 @@ def test_workspace_processes_hold_only_the_kept_capabilities(clone, unhardened):
 
 
 @contextlib.contextmanager
-def _clone_of(spec):
+def _clone_of(spec, backend: str = "private"):
     """A clone restored from a snapshot of a workspace started from `spec` (limits are set again at restore,
     so a clone's are its own); everything is destroyed after."""
     from forkcore import Workspace
@@ -144,10 +145,74 @@ def _clone_of(spec):
     with Workspace.start(spec) as ws:
         snap = ws.snapshot()
         try:
-            with snap.fork(1, backend="private")[0] as clone:
+            with snap.fork(1, backend=backend)[0] as clone:
                 yield clone
         finally:
             snap.release()
+
+
+def _require_memfile():
+    from forkcore.backends import backend_report
+
+    if backend_report()["memfile"] is not None:
+        pytest.skip(f"the memfile backend is unavailable here: {backend_report()['memfile']}")
+
+
+def _listing(ws, path: str = "/opt/bunshin/mem") -> list[str]:
+    return sorted(ws.exec(["ls", path])["stdout"].split())
+
+
+def test_a_clone_sees_only_its_own_lineages_memfiles_read_only(snapshot, unhardened):
+    """Memfiles hold snapshots' memory: a memfile clone of one workspace cannot read another lineage's (the
+    session snapshot's, mapped by a memfile clone running beside it) and cannot write its own."""
+    from forkcore import paths
+    from forkcore.probe import probe_spec
+
+    _require_memfile()
+    with snapshot.fork(1, backend="memfile")[0]:
+        other = next((paths.SHM_DIR / snapshot.id).iterdir())  # exists on the host while that clone lives
+        steal = ("try: print(json.dumps({'ok': len(open(PATH, 'rb').read(4096)) > 0}))\n"
+                 "except OSError as e: print(json.dumps({'ok': False, 'error': str(e)}))"
+                 ).replace("PATH", repr(f"/opt/bunshin/mem/{snapshot.id}/{other.name}"))
+        with _clone_of(probe_spec("fcmemview"), backend="memfile") as mine:
+            own = mine.parent_snapshot.id
+            assert _listing(mine) == [own]
+            blocked = _attempt(mine, steal)
+            assert not blocked["ok"] and "No such file" in blocked["error"], blocked
+            own_file = _listing(mine, f"/opt/bunshin/mem/{own}")[0]
+            write = _attempt(mine, "try: os.close(os.open(PATH, os.O_WRONLY)); print(json.dumps({'ok': True}))\n"
+                                   "except OSError as e: print(json.dumps({'ok': False, 'error': str(e)}))"
+                             .replace("PATH", repr(f"/opt/bunshin/mem/{own}/{own_file}")))
+            assert not write["ok"] and "Read-only file system" in write["error"], write
+            assert mine.call("ping") is not None
+        assert _attempt(unhardened, steal)["ok"], "the negative control failed, so the test proves nothing"
+
+
+def test_a_snapshot_of_a_memfile_clone_restores_with_its_ancestors_memfiles_and_no_others():
+    """A snapshot of a memfile clone maps its ancestor's memfiles: its clones see exactly those (pinned at the
+    dump), plus their own snapshot's with the memfile backend, and continue from the clone's state."""
+    from forkcore import Workspace
+    from forkcore.probe import probe_spec
+
+    _require_memfile()
+    with Workspace.start(probe_spec("fclineage", hold_mb=8)) as ws:
+        ws.call("probe.counter", inc=True)
+        first = ws.snapshot()
+        try:
+            with first.fork(1, backend="memfile")[0] as child:
+                assert _listing(child) == [first.id]
+                child.call("probe.counter", inc=True)
+                second = child.snapshot()
+            try:
+                for backend, seen in (("private", [first.id]), ("memfile", sorted([first.id, second.id]))):
+                    with second.fork(1, backend=backend)[0] as grandchild:
+                        assert _listing(grandchild) == seen, backend
+                        assert grandchild.call("probe.counter") == 2
+                        assert grandchild.call("probe.hold_digest") == ws.call("probe.hold_digest")
+            finally:
+                second.release()
+        finally:
+            first.release()
 
 
 # A bounded fork bomb: it starts sleepers until fork fails (or 300 run), reports how many, and ends them.
@@ -188,6 +253,9 @@ def test_a_memory_bomb_is_killed_inside_its_clone_and_the_clone_stays_usable():
         r = clone.exec(["python3", "-c", _PRELUDE + _FILL], timeout=60)
         assert r["returncode"] == -9 and not r["stdout"], r  # the kernel's OOM killer, in this cgroup
         assert clone.call("ping") is not None
+        with pytest.raises(ServiceDied, match="OOM killer ended 1 process"):  # what a step then reports
+            clone.check_services()
+        clone.check_services()  # once
         small = clone.exec(["python3", "-c", _PRELUDE + _FILL.replace("10", "1")])
         assert json.loads(small["stdout"]) == {"mb": 64}
     with Workspace.start(probe_spec("fcnomem", memory_max_mb=None)) as unlimited:  # control: the bomb gets through

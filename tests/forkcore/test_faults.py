@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from forkcore import RestoreFailed, SnapshotError, Workspace, criu, paths
-from forkcore.cgroups import Freezer
+from forkcore.cgroups import WorkspaceCgroups
 from forkcore.probe import probe_spec
 
 REPO = Path(__file__).resolve().parents[2]
@@ -42,7 +42,7 @@ def _kill_criu_when_it_runs(action: str, after_s: float) -> threading.Thread:
 def _leftovers() -> tuple:
     mounts = sum(1 for line in open("/proc/self/mountinfo") if str(paths.STATE_DIR) in line)
     return sorted(os.listdir(paths.STATE_DIR / "ws")), sorted(os.listdir(paths.STATE_DIR / "snapshots")), \
-        len(Freezer.existing()), mounts
+        len(WorkspaceCgroups.existing()), mounts
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,7 @@ import pytest
 
 from forkcore import (BackendUnavailable, ExecutorError, RestoreFailed, SnapshotError, SnapshotReleased, Workspace,
                       WorkspaceDestroyed, backend_report)
+from forkcore.accounting import proc_stat
 
 pytestmark = [pytest.mark.criu, pytest.mark.browser]
 
@@ -109,7 +110,7 @@ def test_snapshot_leaves_source_running_unchanged(source):
 
 def test_destroy_leaves_nothing_behind(snapshot):
     ws = snapshot.fork(1, backend="private")[0]
-    pids, ws_dir, cgroup = ws.pids(), ws.dir, ws._freezer.path
+    pids, ws_dir, cgroup = ws.pids(), ws.dir, ws._cgroups.path
     assert len(pids) > 5
     ws.destroy()
     assert not any(Path(f"/proc/{p}").exists() and os.readlink(f"/proc/{p}/ns/pid") == ws._pidns
@@ -458,26 +459,23 @@ def test_gc_kills_a_frozen_workspace_whose_owner_is_gone():
     import subprocess
     import sys
 
-    from forkcore.cgroups import Freezer
+    from forkcore.cgroups import WorkspaceCgroups
     from forkcore.gc import collect
 
     out = subprocess.run([sys.executable, "-c", _FREEZE_AND_VANISH], capture_output=True, text=True, timeout=300,
                          check=True).stdout.split()
     ws_id, init_pid = out[0], int(out[1])
-    assert os.path.exists(f"/proc/{init_pid}") and Freezer(ws_id, create=False).pids()
+    assert os.path.exists(f"/proc/{init_pid}") and WorkspaceCgroups(ws_id, create=False).pids()
     log = collect()
     assert any(ws_id in line for line in log), log
-    gone = Freezer(ws_id, create=False)
+    gone = WorkspaceCgroups(ws_id, create=False)
     assert not gone.path.exists() and not any(p.exists() for p in gone.limit_paths.values())
     assert not [line for line in open("/proc/self/mountinfo") if ws_id in line]  # its upper's tmpfs too
     deadline = time.monotonic() + 10
     while os.path.exists(f"/proc/{init_pid}") and time.monotonic() < deadline:
-        try:
-            with open(f"/proc/{init_pid}/stat") as f:
-                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
-                    break  # dead; reaped by whichever process adopted it
-        except OSError:
-            break
+        stat = proc_stat(init_pid)
+        if stat is None or stat[1][0] == "Z":
+            break  # dead; reaped by whichever process adopted it
         time.sleep(0.05)
     else:
         assert not os.path.exists(f"/proc/{init_pid}"), "the orphaned workspace still runs"
