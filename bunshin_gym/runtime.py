@@ -222,19 +222,24 @@ class Runtime:
     Args:
         snapshot_budget_bytes: memory retained prefix-tree snapshots may use ($BUNSHIN_SNAPSHOT_BUDGET_MB,
             default 8192).
+        result_budget_bytes: memory the prefix trees' recorded step results may use
+            ($BUNSHIN_RESULT_BUDGET_MB, default 4096).
         standby_budget_bytes, standby_per_snapshot: see `StandbyPools`.
     """
 
     def __init__(self, snapshot_budget_bytes: int | None = None, standby_budget_bytes: int | None = None,
-                 standby_per_snapshot: int | None = None) -> None:
+                 standby_per_snapshot: int | None = None, result_budget_bytes: int | None = None) -> None:
         if snapshot_budget_bytes is None:
             snapshot_budget_bytes = _env_mb("BUNSHIN_SNAPSHOT_BUDGET_MB", 8192)
+        if result_budget_bytes is None:
+            result_budget_bytes = _env_mb("BUNSHIN_RESULT_BUDGET_MB", 4096)
         if standby_budget_bytes is None:
             standby_budget_bytes = _env_mb("BUNSHIN_STANDBY_BUDGET_MB", 2048)
         if standby_per_snapshot is None:
             standby_per_snapshot = int(os.environ.get("BUNSHIN_STANDBY_PER_SNAPSHOT", "2"))
         self.pid = os.getpid()
-        self.prefix_cache = PrefixCache(CacheConfig(snapshot_budget_bytes=snapshot_budget_bytes))
+        self.prefix_cache = PrefixCache(CacheConfig(snapshot_budget_bytes=snapshot_budget_bytes,
+                                                    result_budget_bytes=result_budget_bytes))
         self.task_snapshots = TaskSnapshots()
         self.standby = StandbyPools(standby_budget_bytes, standby_per_snapshot)
         self.reaper = Reaper()
@@ -263,6 +268,8 @@ class Runtime:
                                 report.dropped, task_id)
                 if all(t.key != tree.key for t in self.prefix_cache.trees()):  # else keep the tree built here
                     self.prefix_cache.adopt(tree)
+                else:
+                    self.prefix_cache.discard(tree)
                 self._store_loaded.add((cache_dir, task_id, digest))
         return self.prefix_cache.tree(task_id, digest, readonly=readonly), store
 

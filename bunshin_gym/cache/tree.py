@@ -44,6 +44,7 @@ from __future__ import annotations
 import hashlib
 import math
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -113,6 +114,87 @@ class SideEntry:
         return f"SideEntry({self.signature!r}, cost_s={self.cost_s:.3f}, hits={self.hits})"
 
 
+def result_nbytes(obj: Any) -> int:
+    """About how many bytes a recorded result holds: arrays by ``nbytes``, strings and bytes by length,
+    containers by their items (the only look the cache takes inside an observation)."""
+    n = getattr(obj, "nbytes", None)
+    if isinstance(n, int):
+        return n
+    if isinstance(obj, CachedStep):
+        return result_nbytes(obj.observation) + result_nbytes(obj.info)
+    if isinstance(obj, (bytes, bytearray, str)):
+        return len(obj)
+    if isinstance(obj, Mapping):
+        return sum(result_nbytes(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(result_nbytes(v) for v in obj)
+    return 64
+
+
+class ResultLedger:
+    """Bytes of the step results recorded in the trees that share it (one per `PrefixCache`), within a budget.
+
+    Past ``budget_bytes`` the least recently used leaves are forgotten (a later lookup of one misses and
+    executes again: only reuse is lost), and a node whose last child went becomes a leaf in turn, oldest
+    first. Nodes holding a retained snapshot or an in-flight miss are kept. Every method runs under the
+    trees' shared lock.
+    """
+
+    def __init__(self, budget_bytes: int | None = None) -> None:
+        self.budget_bytes = budget_bytes
+        self.used = 0
+        self.evicted = 0
+        self._leaves: OrderedDict[Node, None] = OrderedDict()  # least recently used first
+
+    def charge(self, node: Node, nbytes: int) -> None:
+        node.nbytes += nbytes
+        self.used += nbytes
+        if node.parent is not None and not node.children:
+            self._leaves[node] = None
+            self._leaves.move_to_end(node)
+
+    def touch(self, node: Node) -> None:
+        if node in self._leaves:
+            self._leaves.move_to_end(node)
+
+    def gained_child(self, node: Node) -> None:
+        self._leaves.pop(node, None)
+
+    def lost_children(self, node: Node) -> None:
+        if node.parent is not None and not node.children:
+            self._leaves[node] = None
+            self._leaves.move_to_end(node, last=False)
+
+    def discharge(self, node: Node) -> None:
+        self.used -= node.nbytes
+        node.nbytes = 0
+        self._leaves.pop(node, None)
+
+    def drop_tree(self, tree: PrefixTree) -> None:
+        """Stop counting a tree that is being let go (e.g. replaced by another of the same task)."""
+        nodes = list(tree.iter_nodes())
+        with tree._lock:
+            for node in nodes:
+                self.discharge(node)
+
+    def evict(self, keep: Node) -> None:
+        """Forget least recently used leaves until within budget (or nothing more may go); `keep` (the node
+        just recorded) stays."""
+        if self.budget_bytes is None:
+            return
+        skipped: list[Node] = []
+        while self.used > self.budget_bytes and self._leaves:
+            node, _ = self._leaves.popitem(last=False)
+            if node is keep or node.snapshot is not None or node.tree._is_flight_parent(node):
+                skipped.append(node)
+                continue
+            node.tree._remove_leaf(node)
+            self.evicted += 1
+        for node in reversed(skipped):
+            self._leaves[node] = None
+            self._leaves.move_to_end(node, last=False)
+
+
 def node_key(parent_key: str, signature: str) -> str:
     """Content key of the node reached from ``parent_key`` by ``signature`` (stable across processes)."""
     return hashlib.sha256(f"{parent_key}\n{signature}".encode()).hexdigest()
@@ -138,7 +220,7 @@ class Node:
     """
 
     __slots__ = ("signature", "parent", "depth", "children", "side", "result", "cost_s", "snapshot",
-                 "hits", "key", "tree", "__weakref__")
+                 "hits", "key", "tree", "nbytes", "__weakref__")
 
     def __init__(self, tree: PrefixTree, parent: Node | None, signature: str | None, result: CachedStep | None,
                  cost_s: float, key: str):
@@ -153,6 +235,7 @@ class Node:
         self.snapshot: SnapshotEntry | None = None
         self.hits = 0
         self.key = key
+        self.nbytes = 0  # its result's and side entries' (ResultLedger)
 
     @property
     def visits(self) -> int:
@@ -231,6 +314,8 @@ class TreeStats:
     records: int
     coalesced: int
     """Misses that waited on an identical in-flight execution instead of executing."""
+    evicted: int = 0
+    """Nodes forgotten to keep the results of all trees sharing its `ResultLedger` within budget."""
 
 
 class _Flight:
@@ -318,6 +403,8 @@ class PrefixTree:
             process to share a byte budget). Default: a private unbounded pool.
         policy: the selective-snapshot `SnapshotPolicy`. Default: `SnapshotPolicy()`.
         miss_timeout_s: default wait for `acquire_miss` followers (``None`` = forever).
+        results: the `ResultLedger` bounding the bytes of recorded results (share one between the trees of a
+            process, with the pool). Default: a private unbounded one.
 
     Example::
 
@@ -335,7 +422,7 @@ class PrefixTree:
 
     def __init__(self, task_id: str, initial_digest: str, *, readonly: ReadonlyPredicate | None = None,
                  pool: SnapshotPool | None = None, policy: SnapshotPolicy | None = None,
-                 miss_timeout_s: float | None = 600.0):
+                 miss_timeout_s: float | None = 600.0, results: ResultLedger | None = None):
         if not isinstance(task_id, str) or not isinstance(initial_digest, str):
             raise TypeError(f"task_id and initial_digest must be str, got {type(task_id).__name__} and "
                             f"{type(initial_digest).__name__}")
@@ -345,6 +432,7 @@ class PrefixTree:
         self.pool = pool if pool is not None else SnapshotPool(None)
         self.policy = policy if policy is not None else SnapshotPolicy()
         self.miss_timeout_s = miss_timeout_s
+        self.results = results if results is not None else ResultLedger()
         self._readonly_fn = readonly or _never_readonly
         self._ro_memo: dict[str, bool] = {}
         self._lock = self.pool.lock
@@ -353,7 +441,7 @@ class PrefixTree:
         self._nodes = 1
         self._sides = 0
         self._max_depth = 0
-        self._lookups = self._hits = self._records = self._coalesced = 0
+        self._lookups = self._hits = self._records = self._coalesced = self._evicted = 0
         self._signature_costs: dict[str, tuple[float, int]] = {}  # signature -> (total s, executions)
 
     # -- read-only annotation ------------------------------------------------------------------------
@@ -407,6 +495,8 @@ class PrefixTree:
                     result = node.result
                     if count:
                         node.hits += 1
+                if count:
+                    self.results.touch(node)
             if count:
                 self._lookups += 1
                 self._hits += hit
@@ -441,22 +531,28 @@ class PrefixTree:
         if not (cost_s >= 0 and math.isfinite(cost_s)):
             raise ValueError(f"cost_s must be a finite number of seconds >= 0, got {cost_s}")
         ro = self.is_readonly(signature)
+        nbytes = result_nbytes(result)
         with self._lock:
             self._records += 1
             if ro:
                 if signature not in parent.side:
                     parent.side[signature] = SideEntry(signature, result, cost_s, node_key(parent.key, "\x00side\x00" + signature))
                     self._sides += 1
+                    self.results.charge(parent, nbytes)
+                    self.results.evict(keep=parent)
                 return parent
             child = parent.children.get(signature)
             if child is None:
                 child = Node(self, parent, signature, result, cost_s, node_key(parent.key, signature))
                 parent.children[signature] = child
                 self._nodes += 1
+                self.results.gained_child(parent)
+                self.results.charge(child, nbytes)
                 total, n = self._signature_costs.get(signature, (0.0, 0))
                 self._signature_costs[signature] = (total + cost_s, n + 1)
                 if child.depth > self._max_depth:
                     self._max_depth = child.depth
+                self.results.evict(keep=child)
             return child
 
     def forget(self, node: Node) -> int:
@@ -471,17 +567,31 @@ class PrefixTree:
             if node.parent.children.get(node.signature) is not node:
                 return 0  # forgotten already
             del node.parent.children[node.signature]
+            self.results.lost_children(node.parent)
             removed, stack = 0, [node]
             while stack:
                 n = stack.pop()
                 removed += 1
                 self._sides -= len(n.side)
+                self.results.discharge(n)
                 if n.snapshot is not None:  # left over if it was attached after the drop above
                     released += self.pool.drop(n, cascade=False)
                 stack.extend(n.children.values())
             self._nodes -= removed
         release_all(released)
         return removed
+
+    def _remove_leaf(self, node: Node) -> None:
+        """Forget a leaf that holds no snapshot (`ResultLedger.evict`, under the lock)."""
+        del node.parent.children[node.signature]
+        self._nodes -= 1
+        self._sides -= len(node.side)
+        self._evicted += 1
+        self.results.discharge(node)
+        self.results.lost_children(node.parent)
+
+    def _is_flight_parent(self, node: Node) -> bool:
+        return any(parent_id == id(node) for parent_id, _ in self._flights)
 
     def record_path(self, calls: Sequence[tuple[str, CachedStep, float]], start: Node | None = None) -> Node:
         """Record a sequence of ``(signature, result, cost_s)`` from ``start`` (default: root)."""
@@ -702,7 +812,7 @@ class PrefixTree:
         with self._lock:
             snaps = sum(1 for e in self.pool.entries() if e.node.tree is self)
             return TreeStats(self._nodes, self._sides, self._max_depth, snaps, self._lookups, self._hits,
-                             self._records, self._coalesced)
+                             self._records, self._coalesced, self._evicted)
 
     def _check_node(self, node: Node) -> None:
         if not isinstance(node, Node):

@@ -345,3 +345,53 @@ def test_expected_cost_of_a_call_is_what_it_cost_in_other_states():
     t.record(x, "click", R("C2"), 1.0)
     assert t.expected_cost_s("click", default=0.1) == pytest.approx(2.0)
     assert t.expected_cost_s("never-run", default=0.1) == 0.1
+
+
+def _kb(tag: str) -> CachedStep:
+    return CachedStep(observation={"screenshot": bytes(1000), "tag": tag})  # 1001 bytes
+
+
+def test_results_past_the_budget_forget_the_least_recently_used_leaves_first():
+    from bunshin_gym.cache.tree import ResultLedger
+
+    t = PrefixTree("task", "d", results=ResultLedger(budget_bytes=3100))
+    for sig in ("a", "b", "c"):
+        t.record(t.root, sig, _kb(sig), 1.0)
+    assert t.results.used == 3003 and t.stats().evicted == 0
+    assert t.lookup(["a"]).hit  # a is now more recently used than b
+    t.record(t.root, "d", _kb("d"), 1.0)
+    assert not t.lookup(["b"]).hit  # the oldest leaf went
+    assert all(t.lookup([s]).hit for s in "acd")
+    assert t.stats().evicted == 1 and t.results.used == 3003 and len(t) == 4  # root + a, c, d
+
+
+def test_a_node_whose_children_were_forgotten_goes_next_and_snapshots_or_flights_are_kept():
+    from bunshin_gym.cache.tree import ResultLedger
+
+    t = PrefixTree("task", "d", results=ResultLedger(budget_bytes=4100))
+    a = t.record(t.root, "a", _kb("a"), 1.0)
+    t.record(a, "a2", _kb("a2"), 1.0)  # a is internal: not a candidate while a2 lives
+    kept = t.record(t.root, "k", _kb("k"), 1.0)
+    t.attach_snapshot(kept, Handle(1))
+    flying = t.record(t.root, "f", _kb("f"), 1.0)
+    claim = t.acquire_miss(flying, "g")
+    assert claim.leader
+    t.record(t.root, "n", _kb("n"), 1.0)  # over: a2 (oldest leaf) goes, then a, its parent, became a leaf
+    t.record(t.root, "m", _kb("m"), 1.0)
+    assert not t.lookup(["a", "a2"]).hit and not t.lookup(["a"]).hit
+    assert t.lookup(["k"]).hit and t.lookup(["f"]).hit and t.lookup(["n"]).hit and t.lookup(["m"]).hit
+    claim.complete(_kb("g"), 1.0)
+    assert t.lookup(["f", "g"]).hit
+
+
+def test_forgetting_a_subtree_or_replacing_a_tree_uncounts_its_results():
+    cache = PrefixCache()
+    t = cache.tree("task", "d")
+    a = t.record(t.root, "a", _kb("a"), 1.0)
+    t.record(a, "b", _kb("b"), 1.0)
+    t.record(t.root, "c", _kb("c"), 1.0)
+    assert cache.results.used == 3003
+    t.forget(a)
+    assert cache.results.used == 1001
+    cache.adopt(cache.new_tree("task", "d"))  # replaces t
+    assert cache.results.used == 0
