@@ -131,7 +131,11 @@ class Episode:
         handler raised, ExecutorUnreachable on a timeout, ServiceDied if a service of the workspace died
         meanwhile, EvaluationUnavailable: nothing to record."""
         method, params = self.adapter.step_call(signature)
-        result = self.adapter.decode(ws.call(method, timeout=self.call_timeout_s, **params), self.task)
+        try:
+            result = self.adapter.decode(ws.call(method, timeout=self.call_timeout_s, **params), self.task)
+        except ExecutorError:
+            ws.check_services()  # the handler failed because a service died (e.g. the X server): say that
+            raise
         reward = self.evaluate(result.answer, ws) if result.done else 0.0
         ws.check_services()  # a service killed meanwhile (OOM, crash): the result may be wrong, never record it
         return CachedStep(result.observation, reward, result.done, False, {"last_action_error": result.last_action_error})

@@ -32,7 +32,7 @@ def _digest(obs) -> tuple:
 
 
 def _pid_of(ws, needle: str) -> int:
-    for pid in ws._freezer.pids():
+    for pid in ws._cgroups.pids():
         try:
             if needle in Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode():
                 return pid
@@ -109,7 +109,7 @@ def test_a_host_process_killed_with_live_workspaces_is_cleaned_by_gc_and_its_sto
     import sys
 
     from forkcore import paths
-    from forkcore.cgroups import Freezer
+    from forkcore.cgroups import WorkspaceCgroups
     from forkcore.gc import collect
 
     p = subprocess.Popen([sys.executable, "-c", _EPISODE_THEN_KILLED, str(tmp_path), TASK],
@@ -127,7 +127,7 @@ def test_a_host_process_killed_with_live_workspaces_is_cleaned_by_gc_and_its_sto
     owned = [d for d in (paths.STATE_DIR / "ws").iterdir()  # its frozen standby clones too
              if (d / "owner.pid").exists() and (d / "owner.pid").read_text().strip() == str(p.pid)]
     assert not owned
-    assert not Freezer(ws_id, create=False).path.exists()
+    assert not WorkspaceCgroups(ws_id, create=False).path.exists()
     assert not [line for line in open("/proc/self/mountinfo") if ws_id in line]
     r = subprocess.run([sys.executable, "-c", _SERVED_FROM_THE_STORE, str(tmp_path), TASK], capture_output=True,
                        text=True, timeout=300)
@@ -150,3 +150,70 @@ for a in u.adapter.oracle_actions(u.task):
 env.close()
 print(" ".join(caches), "|", reward if term else -1)
 """
+
+
+# ---- the desktop (OSWorld) ------------------------------------------------------------------------------
+DESKTOP_TASK = "calc-sum-total"
+#: the desktop's process to kill -> what its command line contains (LibreOffice is the OOM test's below)
+DESKTOP_VICTIMS = {"X server": "Xvfb", "executor": "forkcore.executor"}
+_FAULT_ERRORS = ("ServiceDied", "ExecutorUnreachable", "ExecutorError")
+
+
+def _pause(victim: str) -> str:
+    """A pyautogui action that changes nothing and takes a second: the kill lands while it runs, and each
+    test's is its own (a miss, even where an earlier test recorded the oracle)."""
+    return f"import time; time.sleep(1)  # {victim}"
+
+
+@pytest.mark.desktop
+@pytest.mark.parametrize("victim", list(DESKTOP_VICTIMS))
+def test_a_desktop_process_killed_mid_step_gives_an_error_and_the_oracle_still_wins(victim):
+    env = gym.make("BunshinOSWorld-v0", task_id=DESKTOP_TASK)
+    try:
+        env.reset()
+        u = env.unwrapped
+        actions = [_pause(victim), *u.adapter.oracle_actions(u.task)]
+        pid = _pid_of(u.live_workspace(), DESKTOP_VICTIMS[victim])
+        killer = threading.Timer(0.3, os.kill, (pid, signal.SIGKILL))
+        killer.start()
+        _, _, _, _, info = env.step(actions[0])
+        killer.join()
+        assert info["last_action_error"].split(":")[0] in _FAULT_ERRORS, info["last_action_error"]
+        for a in actions:  # the failed step again (on a restored desktop), then the oracle
+            _, reward, term, _, info = env.step(a)
+            assert info["last_action_error"] == "", (a, info["last_action_error"])
+        assert term and reward == 1.0
+        # the tree holds only what executing gave: the same run again is served from it and wins
+        again = gym.make("BunshinOSWorld-v0", task_id=DESKTOP_TASK, diagnostics=True)
+        try:
+            again.reset()
+            for a in actions:
+                _, reward, term, _, info = again.step(a)
+                assert info["last_action_error"] == "" and info["bunshin"]["cache"] == "hit", info["bunshin"]
+            assert term and reward == 1.0
+        finally:
+            again.close()
+    finally:
+        env.close()
+
+
+def test_an_out_of_memory_kill_during_a_step_is_an_error_never_recorded():
+    """An agent's memory bomb (a pyautogui action filling 6 GB in a 4 GB workspace): the kernel's OOM killer
+    ends a process of the desktop, the step reports it and records nothing, and the env goes on."""
+    bomb = "blocks = [bytearray(1 << 30) for _ in range(6)]"
+    env = gym.make("BunshinOSWorld-v0", task_id=DESKTOP_TASK, diagnostics=True)
+    try:
+        env.reset()
+        for _ in range(2):  # an error both times, never a hit: the first was not recorded
+            _, _, _, _, info = env.step(bomb)
+            assert info["bunshin"]["cache"] == "error", info["bunshin"]
+            assert info["last_action_error"].startswith("ServiceDied") and "OOM killer" in info["last_action_error"], \
+                info["last_action_error"]
+        u = env.unwrapped
+        reward, term = 0.0, False
+        for a in u.adapter.oracle_actions(u.task):
+            _, reward, term, _, info = env.step(a)
+            assert info["last_action_error"] == "", info["last_action_error"]
+        assert term and reward == 1.0
+    finally:
+        env.close()
