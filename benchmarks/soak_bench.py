@@ -12,9 +12,9 @@ injects one fault every `fault_every_s`, in turn:
   corrupt_snapshot a byte flipped in a pages image of a random retained snapshot (its next restore must refuse)
   kill_host        a child process runs an episode with its own on-disk store and is SIGKILLed with live
                    workspaces; `forkcore.gc.collect()` then removes them
-
-(A full state dir is not injected here: the soak runs on this machine's real state dir, which it must not fill;
-tests/forkcore/test_faults.py fills a tmpfs state dir instead.)
+  state_dir_full   a child process snapshots a workspace whose state dir is a 64 MB tmpfs the soak mounts (the
+                   soak's own state dir is the machine's disk, which it must not fill): the snapshot must fail
+                   with a clear SnapshotError, the workspace answer and no partial snapshot stay
 
 Every exception and every step error is counted by type. At the end every env is closed, the runtime released
 and gc run, and what outlived it all is counted against the start: processes, mounts, pid namespaces, cgroups,
@@ -45,7 +45,7 @@ from forkcore.gc import collect
 from forkcore.workspace import _LIVE
 
 ENVS = {"BunshinWebArena-v0": ("0", "40"), "BunshinOSWorld-v0": ("os-mkdir-nested", "edit-append-line")}
-FAULTS = ("kill_process", "kill_criu_dump", "kill_criu_restore", "corrupt_snapshot", "kill_host")
+FAULTS = ("kill_process", "kill_criu_dump", "kill_criu_restore", "corrupt_snapshot", "kill_host", "state_dir_full")
 _REPO = Path(__file__).resolve().parents[1]
 _CHILD_EPISODE = """
 import sys, time
@@ -64,7 +64,7 @@ class Args:
     envs: int = 8
     minutes: float = 30.0
     fault_every_s: float = 50.0
-    """one fault every this many seconds, the types in turn (each type at least once per 5 min at 50 s)"""
+    """one fault every this many seconds, the six types in turn (each type once per 5 min at 50 s)"""
     max_steps: int = 6
     sample_s: float = 5.0
     out: str = "bench-out/soak"
@@ -203,6 +203,13 @@ class Soak:
         collect()
         return ok
 
+    def state_dir_full(self, rng) -> bool:
+        out = full_state_dir_snapshot(Path(self.a.out) / "full-state-dir")
+        ok = bool(out["error"]) and out["ping"] == "pong" and out["snapshots_left"] == []
+        if not ok:
+            self.error("state_dir_full:unexpected")
+        return ok
+
     # ---- measurement --------------------------------------------------------------------------------
     def sampler(self) -> None:
         while time.monotonic() < self.deadline:
@@ -212,6 +219,41 @@ class Soak:
                                  "shmem_mb": round(accounting.meminfo().get("Shmem", 0) / 2**20),
                                  "workspaces": len([w for w in list(_LIVE) if not w._destroyed])})
             time.sleep(self.a.sample_s)
+
+
+_FULL_STATE_DIR_CHILD = """
+import json
+from forkcore import SnapshotError, Workspace, paths
+from forkcore.probe import probe_spec
+ws = Workspace.start(probe_spec("fcfull", hold_mb=96))
+try:
+    try:
+        ws.snapshot()
+        out = {"error": None}
+    except SnapshotError as e:
+        out = {"error": str(e)}
+    out["ping"] = ws.call("ping")
+    out["snapshots_left"] = sorted(p.name for p in (paths.STATE_DIR / "snapshots").iterdir())
+finally:
+    ws.destroy()
+print(json.dumps(out))
+"""
+
+
+def full_state_dir_snapshot(where: Path, size_mb: int = 64) -> dict:
+    """Snapshot a workspace (96 MB of memory) whose BUNSHIN_STATE_DIR is a `size_mb` tmpfs mounted at `where`,
+    in a child process. Returns {"error": the SnapshotError or None, "ping", "snapshots_left"}."""
+    where.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_mb}m", "tmpfs", str(where)], check=True)
+    try:
+        r = subprocess.run([sys.executable, "-c", _FULL_STATE_DIR_CHILD], capture_output=True, text=True,
+                           timeout=300, cwd=_REPO,
+                           env={**os.environ, "BUNSHIN_STATE_DIR": str(where), "PYTHONPATH": str(_REPO)})
+        if r.returncode != 0:
+            raise RuntimeError(f"the full-state-dir child failed (exit {r.returncode}): {r.stderr[-2000:]}")
+        return json.loads(r.stdout.strip().splitlines()[-1])
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
 
 
 def _self_rss() -> int:
@@ -304,8 +346,11 @@ def _plot(r: dict, path: Path) -> None:
 
     t = [s["t_s"] / 60 for s in r["samples"]]
     fig, (mem, live) = plt.subplots(2, 1, figsize=(9, 6), sharex=True)
-    mem.plot(t, [s["host_mb"] for s in r["samples"]], color="tab:blue")
-    mem.set_ylabel("host memory used (MB)")
+    mem.plot(t, [s["host_mb"] for s in r["samples"]], color="tab:blue", label="host in use")
+    mem.plot(t, [s["self_rss_mb"] for s in r["samples"]], color="tab:purple", label="this process (prefix trees)")
+    mem.plot(t, [s["shmem_mb"] for s in r["samples"]], color="tab:gray", label="shmem (tmpfs uppers, /tmp)")
+    mem.set_ylabel("memory (MB)")
+    mem.legend(fontsize=7, loc="lower right")
     live.plot(t, [s["workspaces"] for s in r["samples"]], color="tab:green")
     live.set_ylabel("live workspaces")
     live.set_xlabel("minutes")

@@ -7,20 +7,14 @@ with BUNSHIN_STATE_DIR on a small tmpfs it mounts itself, never on the real disk
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-import textwrap
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
 from forkcore import RestoreFailed, SnapshotError, Workspace, criu, paths
 from forkcore.cgroups import WorkspaceCgroups
 from forkcore.probe import probe_spec
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def _kill_criu_when_it_runs(action: str, after_s: float) -> threading.Thread:
@@ -90,38 +84,10 @@ def test_criu_killed_during_a_restore_fails_the_fork_and_leaves_nothing(busy_wor
         snap.release()
 
 
-_FULL_DISK = textwrap.dedent("""
-    import json
-    from forkcore import SnapshotError, Workspace, paths
-    from forkcore.probe import probe_spec
-    ws = Workspace.start(probe_spec("fcfull", hold_mb=96))
-    try:
-        try:
-            ws.snapshot()
-            out = {"error": None}
-        except SnapshotError as e:
-            out = {"error": str(e)}
-        out["ping"] = ws.call("ping")
-        out["snapshots_left"] = sorted(p.name for p in (paths.STATE_DIR / "snapshots").iterdir())
-    finally:
-        ws.destroy()
-    print(json.dumps(out))
-""")
-
-
 def test_a_full_state_dir_fails_the_snapshot_clearly_and_leaves_no_partial_snapshot(tmp_path):
-    state = tmp_path / "state"
-    state.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(state)], check=True)
-    try:
-        r = subprocess.run([sys.executable, "-c", _FULL_DISK], capture_output=True, text=True, timeout=300, cwd=REPO,
-                           env={**os.environ, "BUNSHIN_STATE_DIR": str(state), "PYTHONPATH": str(REPO)})
-        assert r.returncode == 0, r.stderr[-2000:]
-        import json
+    from benchmarks.soak_bench import full_state_dir_snapshot
 
-        out = json.loads(r.stdout.strip().splitlines()[-1])
-        # CRIU may not even get its own error line into a full disk: then the kept log says so
-        assert out["error"] and ("No space left on device" in out["error"] or "full log: not kept" in out["error"])
-        assert out["ping"] == "pong" and out["snapshots_left"] == []
-    finally:
-        subprocess.run(["umount", "-l", str(state)], check=False)
+    out = full_state_dir_snapshot(tmp_path / "state")  # BUNSHIN_STATE_DIR on a 64 MB tmpfs, in a child
+    # CRIU may not even get its own error line into a full disk: then the kept log says so
+    assert out["error"] and ("No space left on device" in out["error"] or "full log: not kept" in out["error"])
+    assert out["ping"] == "pong" and out["snapshots_left"] == []
