@@ -1,9 +1,11 @@
 """Probe: can this machine's CRIU dump and restore a process tree that lives in its own user namespace?
 
 Issue 12 asks whether a workspace could run in a user namespace (root inside mapped to an unprivileged host
-uid). This builds the smallest tree shaped like a workspace: user + pid + mnt + net + ipc + uts namespaces,
-a root pivoted into a dir with /usr and /etc bound read-only from the host, an init re-executed from there,
-and a service running as a non-root uid inside (CRIU cannot dump non-root processes on a host without
+uid). This builds the smallest tree shaped like a workspace: user + pid + mnt + net + ipc + uts namespaces; a
+root filesystem that is an overlay the host mounted (as forkcore mounts its clones'), with /usr and /etc bound
+read-only from the host; a /dev tmpfs whose null, zero, urandom and tty are binds of the host's nodes (mknod
+is not allowed in a user namespace), a devpts of its own, sysfs read-only, proc; an init re-executed from the
+new root; and a service running as a non-root uid inside that reads /dev/urandom and writes /dev/null (CRIU cannot dump non-root processes on a host without
 CAP_SYS_RESOURCE, see `bunshin doctor`). It dumps the tree with `--leave-running`, restores two clones and
 checks that each clone's counter goes on and its uid map is the source's. Prints one JSON line; exits 1 if
 any part failed. Everything it starts is killed by pid, and its dirs are removed.
@@ -30,6 +32,8 @@ CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNS = 0x10000000, 0x20000000, 0x20000
 CLONE_NEWIPC, CLONE_NEWUTS, CLONE_NEWNET = 0x8000000, 0x4000000, 0x40000000
 PR_SET_DUMPABLE, SYS_PIVOT_ROOT = 4, 155
 BINDS = ("/usr", "/etc")  # /bin, /lib, ... are symlinks into /usr on Debian
+DEVICES = ("null", "zero", "urandom", "tty")  # bound from the host's /dev, one external mount each
+MS_NOEXEC = 8
 CRIU = os.environ.get("BUNSHIN_CRIU", "/opt/bunshin/criu/bin/criu")
 COMMON = ["--network-lock", "skip", "--manage-cgroups=ignore", "-v4"]
 # the init, re-executed inside the new root (nothing of the host's root may stay mapped): it starts the
@@ -40,6 +44,7 @@ if os.fork() == 0:
     i = 0
     while True:
         i += 1; open('/tmp/count', 'w').write(str(i)); time.sleep(0.1)
+        open('/dev/null', 'w').write(open('/dev/urandom', 'rb').read(4).hex())
 while True:
     try: os.wait()
     except ChildProcessError: time.sleep(1)
@@ -81,13 +86,21 @@ def _launch(root: str, id_map: str | None, uid: int) -> int:
                 for b in BINDS:
                     _mount(b, root + b, None, MS_BIND | MS_REC)
                     _mount("none", root + b, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
-                _mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV)
+                _mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+                _mount("sysfs", root + "/sys", "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
                 _mount("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=1m")
+                _mount("tmpfs", root + "/dev", "tmpfs", MS_NOSUID, "mode=755,size=64k")
+                for dev in DEVICES:
+                    open(f"{root}/dev/{dev}", "w").close()
+                    _mount(f"/dev/{dev}", f"{root}/dev/{dev}", None, MS_BIND)
+                os.mkdir(f"{root}/dev/pts")
+                _mount("devpts", f"{root}/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620")
+                os.symlink("pts/ptmx", f"{root}/dev/ptmx")
                 os.chdir(root)
                 _check(_libc.syscall(SYS_PIVOT_ROOT, b".", b".old"), "pivot_root")
                 os.chdir("/")
                 _check(_libc.umount2(b"/.old", 2), "umount /.old")
-                null = os.open("/tmp/null", os.O_RDWR | os.O_CREAT)
+                null = os.open("/dev/null", os.O_RDWR)
                 for fd in (0, 1, 2):
                     os.dup2(null, fd)
                 os.closerange(3, 1024)
@@ -120,13 +133,16 @@ def _errors(log: str) -> list[str]:
 
 def probe(id_map: str | None, uid: int) -> dict:
     work = tempfile.mkdtemp(prefix="bunshin-userns-")
-    root, images = f"{work}/root", f"{work}/images"
-    for d in (*BINDS, "/proc", "/tmp", "/.old"):
-        os.makedirs(root + d)
+    lower, root, images = f"{work}/lower", f"{work}/root", f"{work}/images"
+    for d in (*BINDS, "/proc", "/sys", "/tmp", "/dev", "/.old"):
+        os.makedirs(lower + d)
     for link in ("bin", "lib", "lib64", "sbin"):
-        os.symlink(f"usr/{link}", f"{root}/{link}")
-    os.makedirs(images)
+        os.symlink(f"usr/{link}", f"{lower}/{link}")
+    for d in (root, images, f"{work}/upper", f"{work}/ovlwork"):
+        os.makedirs(d)
     os.chmod(work, 0o755)
+    _mount("overlay", root, "overlay", MS_NODEV,
+           f"lowerdir={lower},upperdir={work}/upper,workdir={work}/ovlwork")
     pids: list[int] = []
     out: dict = {"map": id_map, "service_uid_inside": uid}
     try:
@@ -136,7 +152,8 @@ def probe(id_map: str | None, uid: int) -> dict:
         service = int(open(f"/proc/{init}/task/{init}/children").read().split()[0])
         out["service_uid_on_host"] = int(next(line.split()[1] for line in open(f"/proc/{service}/status")
                                               if line.startswith("Uid:")))
-        ext = [a for b in BINDS for a in ("--external", f"mnt[{b}]:bind{b.replace('/', '_')}")]
+        ext = [a for b in (*BINDS, *(f"/dev/{d}" for d in DEVICES))
+               for a in ("--external", f"mnt[{b}]:bind{b.replace('/', '_')}")]
         t0 = time.monotonic()
         r = subprocess.run([CRIU, "dump", "-t", str(init), "-D", images, "-o", "dump.log", "--leave-running",
                             *COMMON, *ext], capture_output=True, text=True)
@@ -144,7 +161,8 @@ def probe(id_map: str | None, uid: int) -> dict:
                        "errors": _errors(f"{images}/dump.log") if r.returncode else []}
         if r.returncode:
             return out
-        ext = [a for b in BINDS for a in ("--external", f"mnt[bind{b.replace('/', '_')}]:{b}")]
+        ext = [a for b in (*BINDS, *(f"/dev/{d}" for d in DEVICES))
+               for a in ("--external", f"mnt[bind{b.replace('/', '_')}]:{b}")]
         out["clones"] = []
         for i in range(2):
             pidfile = f"{images}/clone{i}.pid"
@@ -173,6 +191,7 @@ def probe(id_map: str | None, uid: int) -> dict:
                 os.waitpid(pid, 0)
             except ChildProcessError:
                 pass
+        _libc.umount2(root.encode(), 2)
         shutil.rmtree(work, ignore_errors=True)
 
 
