@@ -19,8 +19,8 @@ injects one fault every `fault_every_s`, in turn:
 Every exception and every step error is counted by type. At the end every env is closed, the runtime released
 and gc run, and what outlived it all is counted against the start: processes, mounts, pid namespaces, cgroups,
 this process's fds, state dirs, memfiles. Writes OUT/soak.json = {"envs", "minutes", "episodes", "steps",
-"forks", "errors_by_type", "faults_injected", "leaked": {...}, "host_mb_start", "host_mb_end", "samples"} and
-OUT/soak.png (host memory and live workspaces over time, faults marked).
+"forks", "errors_by_type", "faults_injected", "leaked": {...}, "leaked_processes", "host_mb_start", "host_mb_end",
+"samples"} and OUT/soak.png (host memory and live workspaces over time, faults marked).
 """
 from __future__ import annotations
 
@@ -166,8 +166,11 @@ class Soak:
         end = time.monotonic() + 30
         while time.monotonic() < end:
             for pid in criu.running(action):
-                os.kill(pid, signal.SIGKILL)
-                return True
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    return True
+                except ProcessLookupError:  # it finished meanwhile: wait for the next one
+                    pass
             time.sleep(0.005)
         return False
 
@@ -273,9 +276,10 @@ def _owned(d: Path) -> bool:
     return owner == os.getpid() or not Path(f"/proc/{owner}").exists()
 
 
-def _census() -> dict:
+def _census() -> tuple[dict, dict[int, str]]:
     """What a leak would leave: processes (this process's children and the tasks of its workspaces' cgroups),
-    their pid namespaces, mounts of its state dirs, its workspace cgroups, its fds, state dirs and memfiles."""
+    their pid namespaces, mounts of its state dirs, its workspace cgroups, its fds, state dirs and memfiles;
+    and {pid: "comm state ppid"} of those processes."""
     ws_root, snap_root = paths.STATE_DIR / "ws", paths.STATE_DIR / "snapshots"
     dirs = [d for root in (ws_root, snap_root) if root.is_dir() for d in root.iterdir() if _owned(d)]
     cgroups = [c for c in WorkspaceCgroups.existing() if _owned(ws_root / c.path.name)]
@@ -297,10 +301,14 @@ def _census() -> dict:
                                        (paths.SHM_DIR / ".views", ws_root)) if root.is_dir()
                 for m in root.iterdir() if not m.name.startswith(".")
                 and (m.name in names or not (owners / m.name).exists())]
+    described = {}
+    for pid in pids:
+        stat = accounting.proc_stat(pid)
+        described[pid] = f"{stat[0]} {stat[1][0]} ppid {stat[1][1]}" if stat else "gone"
     return {"processes": len(pids), "namespaces": len(pidns),
             "mounts": sum(1 for line in open("/proc/self/mountinfo") if any(o in line for o in owned)),
             "cgroups": len(cgroups), "fds": len(os.listdir("/proc/self/fd")), "state_dirs": len(dirs),
-            "memfiles": len(memfiles)}
+            "memfiles": len(memfiles)}, described
 
 
 def run(a: Args, progress: bool = True) -> dict:
@@ -309,7 +317,7 @@ def run(a: Args, progress: bool = True) -> dict:
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     collect()
-    start, host_start = _census(), accounting.host_memory_used()
+    (start, start_pids), host_start = _census(), accounting.host_memory_used()
     soak = Soak(a)
     threads = [threading.Thread(target=soak.worker, args=(i,), name=f"soak-{i}") for i in range(a.envs)]
     threads += [threading.Thread(target=soak.injector, name="soak-faults"),
@@ -327,11 +335,12 @@ def run(a: Args, progress: bool = True) -> dict:
     runtime().close()
     collect()
     time.sleep(2)  # destroyed workspaces' last processes are reaped
-    end = _census()
+    end, end_pids = _census()
     result = {"envs": a.envs, "minutes": a.minutes, "episodes": soak.counts["episodes"], "steps": soak.counts["steps"],
               "forks": soak.counts["forks"], "errors_by_type": dict(soak.errors),
               "faults_injected": dict(soak.faults), "fault_times": soak.fault_times,
               "leaked": {k: end[k] - start[k] for k in start}, "census_start": start, "census_end": end,
+              "leaked_processes": {pid: d for pid, d in end_pids.items() if pid not in start_pids},
               "host_mb_start": round(host_start / 2**20), "host_mb_end": round(accounting.host_memory_used() / 2**20),
               "samples": soak.samples, "args": asdict(a)}
     (out / "soak.json").write_text(json.dumps(result, indent=1))

@@ -84,7 +84,6 @@ def collect() -> list[str]:
             if str(d) in Path("/proc/self/mountinfo").read_text():
                 continue  # a live clone stacks its layer
             shutil.rmtree(d, ignore_errors=True)
-            shutil.rmtree(paths.SHM_DIR / d.name, ignore_errors=True)
             log.append(f"removed snapshot {d}")
     _collect_memfiles(ws_root, snap_root, log)
     for pid in criu.reap_orphaned_helpers():  # of a CRIU whose owner died mid-dump or mid-restore

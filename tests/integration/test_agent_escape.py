@@ -47,6 +47,17 @@ def _agent_code(name: str, result: str, host_pid: int, host_port: int) -> str:
             f"open({result!r}, 'w').write(json.dumps(out))")
 
 
+def _oracle_reward(env) -> float:
+    env.reset()
+    u = env.unwrapped
+    reward = 0.0
+    for a in u.adapter.oracle_actions(u.task):
+        _, reward, term, trunc, _ = env.step(a)
+        if term or trunc:
+            break
+    return reward
+
+
 @pytest.fixture(scope="module")
 def host_service():
     """A TCP server on the host's loopback that counts the connections it accepts (the LLM server's kind)."""
@@ -98,15 +109,7 @@ def test_an_agents_python_cannot_escape_its_osworld_desktop(host_service):
         assert not os.path.exists("/usr/bunshin-escape")
         assert not os.path.exists(os.path.realpath("/opt/bunshin/venv") + "/bunshin-escape")
         assert accepted == []
-        # and the env goes on: the oracle still solves the task
-        env.reset()
-        u = env.unwrapped
-        reward = 0.0
-        for a in u.adapter.oracle_actions(u.task):
-            _, reward, term, trunc, _ = env.step(a)
-            if term or trunc:
-                break
-        assert reward == 1.0
+        assert _oracle_reward(env) == 1.0  # and the env goes on: the oracle still solves the task
     finally:
         env.close()
 
@@ -122,5 +125,64 @@ def test_a_browsing_agent_cannot_read_host_files_or_reach_host_services(host_ser
         assert accepted == []  # its 127.0.0.1 is its own loopback
         obs, _, _, _, info = env.step("goto [http://127.0.0.1:7770/]")
         assert info["last_action_error"] == "" and "127.0.0.1:7770" in obs["url"]  # its own site still answers
+    finally:
+        env.close()
+
+
+_THREAD_BOMB = """
+import json, threading
+threading.stack_size(256 << 10)
+release, started, error = threading.Event(), [], None
+try:
+    for _ in range(20000):
+        t = threading.Thread(target=release.wait, daemon=True)
+        t.start()
+        started.append(t)
+except RuntimeError as e:
+    error = str(e)
+release.set()
+for t in started:
+    t.join()
+open('/tmp/bomb.json', 'w').write(json.dumps({'threads': len(started), 'error': error}))
+"""
+
+_DISK_FILL = """
+import json, os
+mb, error = 0, None
+try:
+    with open('/srv/fill', 'wb') as f:
+        while mb < 4096:
+            f.write(b'x' * (16 << 20)); f.flush(); os.fsync(f.fileno()); mb += 16
+except OSError as e:
+    error = e.errno
+os.unlink('/srv/fill')
+open('/tmp/fill.json', 'w').write(json.dumps({'mb': mb, 'errno': error}))
+"""
+
+
+def test_an_agents_thread_bomb_and_disk_fill_stop_at_its_desktops_limits():
+    """Through the pyautogui action: threads until the workspace's task limit (pids_max) says no, and the
+    root filesystem written until its quota (disk_mb, a tmpfs) is full; the host's disk gets none of it and
+    the env goes on."""
+    import errno
+
+    from forkcore import WorkspaceSpec, paths
+
+    limits = WorkspaceSpec(name="defaults")
+    env = gym.make("BunshinOSWorld-v0", task_id="os-mkdir-nested", action_space="pyautogui", cache=False)
+    try:
+        env.reset()
+        host_free = os.statvfs(paths.STATE_DIR).f_bavail * os.statvfs(paths.STATE_DIR).f_frsize
+        for code in (_THREAD_BOMB, _DISK_FILL):
+            _, _, _, _, info = env.step(code)
+            assert info["last_action_error"] == "", info["last_action_error"]
+        ws = env.unwrapped.live_workspace()
+        bomb = json.loads(ws.exec(["cat", "/tmp/bomb.json"])["stdout"])
+        assert bomb["error"] and 0 < bomb["threads"] < limits.pids_max, bomb
+        fill = json.loads(ws.exec(["cat", "/tmp/fill.json"])["stdout"])
+        assert fill["errno"] == errno.ENOSPC and 0 < fill["mb"] <= limits.disk_mb, fill
+        free_after = os.statvfs(paths.STATE_DIR).f_bavail * os.statvfs(paths.STATE_DIR).f_frsize
+        assert abs(free_after - host_free) < 64 << 20
+        assert _oracle_reward(env) == 1.0
     finally:
         env.close()
