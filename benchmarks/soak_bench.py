@@ -82,6 +82,12 @@ class Soak:
         self.samples: list[dict] = []
         self.lock = threading.Lock()
         self.t0 = time.monotonic()
+        self.interrupted = threading.Event()
+
+    def interrupt(self) -> None:
+        """End early (Ctrl-C): the workers finish their episodes, then everything is closed and counted."""
+        self.deadline = time.monotonic()
+        self.interrupted.set()
 
     def error(self, kind: str) -> None:
         with self.lock:
@@ -142,7 +148,8 @@ class Soak:
         rng = random.Random(self.a.seed)
         turn = 0
         while time.monotonic() + self.a.fault_every_s < self.deadline:
-            time.sleep(self.a.fault_every_s)
+            if self.interrupted.wait(self.a.fault_every_s):
+                return
             kind = FAULTS[turn % len(FAULTS)]
             turn += 1
             try:
@@ -329,14 +336,20 @@ def run(a: Args, progress: bool = True) -> dict:
             left = max(0.0, soak.deadline - time.monotonic())
             print(f"\rsoak: {left / 60:5.1f} min left, {soak.counts['episodes']} episodes, {soak.counts['steps']} "
                   f"steps, faults {dict(soak.faults)}", end="", file=sys.stderr, flush=True)
-        time.sleep(2)
+        try:
+            time.sleep(2)
+        except KeyboardInterrupt:
+            print("\nsoak: interrupted; the running episodes finish, then everything is closed and counted",
+                  file=sys.stderr)
+            soak.interrupt()
     if progress:
         print(file=sys.stderr)
     runtime().close()
     collect()
     time.sleep(2)  # destroyed workspaces' last processes are reaped
     end, end_pids = _census()
-    result = {"envs": a.envs, "minutes": a.minutes, "episodes": soak.counts["episodes"], "steps": soak.counts["steps"],
+    result = {"envs": a.envs, "minutes": a.minutes, "interrupted": soak.interrupted.is_set(),
+              "episodes": soak.counts["episodes"], "steps": soak.counts["steps"],
               "forks": soak.counts["forks"], "errors_by_type": dict(soak.errors),
               "faults_injected": dict(soak.faults), "fault_times": soak.fault_times,
               "leaked": {k: end[k] - start[k] for k in start}, "census_start": start, "census_end": end,

@@ -59,13 +59,14 @@ def collect() -> list[str]:
                     log.append(f"killed orphaned workspace {d.name} (init {pid})")
                 except ProcessLookupError:
                     pass
-                for _ in range(200):
-                    try:  # adopted by this process (a subreaper) when its owner died: reap it
+                # PID 1 exits only after every task of its namespace is gone: a browser's tree on a loaded
+                # machine takes seconds. Adopted by this process (a subreaper) when its owner died: reap it.
+                deadline = time.monotonic() + 20
+                while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+                    try:
                         os.waitpid(pid, os.WNOHANG)
                     except ChildProcessError:
                         pass
-                    if not Path(f"/proc/{pid}").exists():
-                        break
                     time.sleep(0.01)
             _kill_cgroup(d.name, log)  # a frozen (standby) clone ignores SIGKILL until thawed
             for m in _mounted_under(d):

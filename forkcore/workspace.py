@@ -178,7 +178,8 @@ class Workspace:
                "work": str(ws_dir / "rw/work"),
                "lowers": [str(p) for p in lowers], "binds": list(layers.HOST_BINDS), "mem_dir": str(mem_dir),
                "tmpfs_mb": spec.tmpfs_mb, "ksm_mergeable": spec.ksm_mergeable, "python": py, "env": env}
-        cgroups = WorkspaceCgroups(ws_id, pids_max=spec.pids_max, memory_max_mb=spec.memory_max_mb, devices=spec.harden)
+        cgroups = WorkspaceCgroups(ws_id, pids_max=spec.pids_max, memory_max_mb=spec.memory_max_mb,
+                                   devices=spec.harden)
         stage1_log = open(ws_dir / "stage1.log", "wb")
         try:
             popen = subprocess.Popen(
@@ -636,7 +637,7 @@ class Snapshot:
         (ws_dir / "owner.pid").write_text(str(os.getpid()))  # before anything gc could take for an orphan
         _make_rw_dirs(ws_dir, self.spec.disk_mb)
         cgroups = WorkspaceCgroups(ws_id, pids_max=self.spec.pids_max, memory_max_mb=self.spec.memory_max_mb,
-                          devices=self.spec.harden)
+                                   devices=self.spec.harden)
         _mount_overlay(self.lowers, ws_dir / "rw/upper", ws_dir / "rw/work", ws_dir / "merged")
         pidfile = ws_dir / "init.pid"
         log = ws_dir / "restore.log"
