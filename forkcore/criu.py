@@ -33,7 +33,27 @@ def criu_binary() -> str:
 
 def criu_version(binary: str | None = None) -> tuple[int, int, int]:
     binary = binary or criu_binary()
-    out = subprocess.run([binary, "--version"], capture_output=True, text=True, env=criu_env()).stdout
+    st = os.stat(binary)
+    key = (binary, st.st_ino, st.st_mtime_ns)
+    if key not in _VERSIONS:
+        _VERSIONS[key] = _ask_version(binary)
+    return _VERSIONS[key]
+
+
+_VERSIONS: dict[tuple, tuple[int, int, int]] = {}  # (binary, inode, mtime) -> version
+
+
+def _ask_version(binary: str) -> tuple[int, int, int]:
+    # through the registry of this process's CRIU runs, so that reap_orphaned_helpers never takes it
+    p = _start([binary, "--version"], criu_env(), action="version")
+    try:
+        out, _ = p.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        raise CriuUnavailable(f"`{binary} --version` did not answer in 60 s; reinstall with scripts/setup.sh") from None
+    finally:
+        _finished(p)
     m = re.search(r"Version:\s*(\d+)\.(\d+)(?:\.(\d+))?", out)
     if not m:
         raise CriuUnavailable(f"`{binary} --version` printed no version ({out.strip()!r}); reinstall with scripts/setup.sh")
@@ -106,7 +126,7 @@ def dump(opts: DumpOptions, timeout: float = 300) -> subprocess.CompletedProcess
     if opts.action_script:
         cmd += ["--action-script", opts.action_script]
     env = {**criu_env(), **dict(opts.action_env)}
-    p = _start(cmd, env)
+    p = _start(cmd, env, action="dump")
     try:
         out, err = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -130,11 +150,11 @@ def running(action: str) -> list[int]:
         return [pid for pid, a in _RUNNING.items() if a == action]
 
 
-def _start(cmd: list[str], env: dict, preexec_fn=None) -> subprocess.Popen:
+def _start(cmd: list[str], env: dict, preexec_fn=None, *, action: str) -> subprocess.Popen:
     with _RUNNING_LOCK:
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                              stdin=subprocess.DEVNULL, preexec_fn=preexec_fn)
-        _RUNNING[p.pid] = "dump" if "dump" in cmd else "restore"
+        _RUNNING[p.pid] = action
     return p
 
 
@@ -182,7 +202,7 @@ def restore(opts: RestoreOptions, timeout: float = 300, preexec_fn=None,
            "--pidfile", str(opts.pidfile), "-o", str(opts.log_file), *_COMMON]
     for key, host_path in opts.external_mounts:
         cmd += ["--external", f"mnt[{key}]:{host_path}"]
-    p = _start(cmd, criu_env(), preexec_fn)
+    p = _start(cmd, criu_env(), preexec_fn, action="restore")
     try:
         limit = RESTORE_LOG_LIMIT if log_limit_bytes is None else log_limit_bytes
         return _wait_restore(p, cmd, opts, timeout, limit)

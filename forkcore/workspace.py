@@ -403,12 +403,20 @@ class Workspace:
                     memfile.pin_lineage(self.mem_view, snap_id)
                 snap = Snapshot(snap_id, snap_dir, self.spec, [layer] + self.lowers, parent=self.parent_snapshot,
                                 dump_s=dump_s)
-                snap.write_manifest()
+                try:
+                    snap.write_manifest()
+                except BaseException:
+                    snap.release()  # its dir, its pin and its hold on the parent
+                    raise
                 return snap
             except OSError as e:  # the state dir is full or unwritable: no partial snapshot stays
                 shutil.rmtree(snap_dir, ignore_errors=True)
                 shutil.rmtree(memfile.lineage_dir(snap_id), ignore_errors=True)
                 raise SnapshotError(f"snapshot of workspace {self.id} failed writing {paths.STATE_DIR}: {e}") from e
+            except BaseException:  # CRIU unavailable, interrupted, ...: no partial snapshot stays either
+                shutil.rmtree(snap_dir, ignore_errors=True)
+                shutil.rmtree(memfile.lineage_dir(snap_id), ignore_errors=True)
+                raise
 
     def fork(self, n: int = 1, backend: str = "auto") -> list["Workspace"]:
         """n live clones of this workspace as it is now (snapshot + fork; the snapshot is released after)."""

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from forkcore import RestoreFailed, SnapshotError, Workspace, criu, paths
+from forkcore import CriuUnavailable, RestoreFailed, SnapshotError, Workspace, criu, paths
 from forkcore.cgroups import WorkspaceCgroups
 from forkcore.probe import probe_spec
 
@@ -91,3 +91,39 @@ def test_a_full_state_dir_fails_the_snapshot_clearly_and_leaves_no_partial_snaps
     # CRIU may not even get its own error line into a full disk: then the kept log says so
     assert out["error"] and ("No space left on device" in out["error"] or "full log: not kept" in out["error"])
     assert out["ping"] == "pong" and out["snapshots_left"] == []
+
+
+def test_a_snapshot_that_cannot_run_criu_leaves_no_snapshot_dir(tmp_path, monkeypatch):
+    fake = tmp_path / "criu"
+    fake.write_text("#!/bin/sh\necho nothing\n")
+    fake.chmod(0o755)
+    with Workspace.start(probe_spec("fcnocriu")) as ws:
+        before = sorted(os.listdir(paths.STATE_DIR / "snapshots"))
+        monkeypatch.setenv("BUNSHIN_CRIU", str(fake))
+        with pytest.raises(CriuUnavailable, match="printed no version"):
+            ws.snapshot()
+        assert sorted(os.listdir(paths.STATE_DIR / "snapshots")) == before
+        monkeypatch.delenv("BUNSHIN_CRIU")
+        ws.snapshot().release()  # and it works again
+
+
+def test_reaping_orphaned_criu_helpers_never_takes_a_criu_this_process_runs(tmp_path):
+    """reap_orphaned_helpers kills this process's children named criu that no CRIU run of it is waiting for
+    (helpers of a CRIU that died); a run it started, a `--version` query included, is never one of them."""
+    import subprocess
+
+    fake = tmp_path / "criu"
+    fake.write_text("#!/bin/sh\nsleep 30\n")
+    fake.chmod(0o755)
+    running = criu._start([str(fake)], {}, action="version")
+    stray = subprocess.Popen([str(fake)])  # the control: a criu nobody registered, as an orphaned helper is
+    try:
+        reaped = criu.reap_orphaned_helpers()
+        assert stray.pid in reaped and running.pid not in reaped
+        assert running.poll() is None
+    finally:
+        running.kill()
+        running.communicate()
+        criu._finished(running)
+        stray.kill()
+        stray.wait()
