@@ -175,7 +175,8 @@ def reap_orphaned_helpers() -> list[int]:
             if stat is None:
                 continue
             (comm, fields), pid = stat, int(proc.name)
-            if int(fields[1]) != me or pid in _RUNNING or not (comm == "criu" or comm.startswith("ld-linux")):
+            # CRIU's own helpers: criu, its loader, and the tar that saves or restores a tmpfs
+            if int(fields[1]) != me or pid in _RUNNING or not (comm in ("criu", "tar") or comm.startswith("ld-linux")):
                 continue
             try:
                 os.kill(pid, signal.SIGKILL)
