@@ -39,7 +39,7 @@ from pathlib import Path
 import gymnasium as gym
 
 import bunshin_gym  # noqa: F401 - registers the envs
-from forkcore import accounting, criu, paths
+from forkcore import accounting, criu, memfile, paths
 from forkcore.cgroups import WorkspaceCgroups
 from forkcore.gc import collect
 from forkcore.workspace import _LIVE
@@ -304,10 +304,7 @@ def _census() -> tuple[dict, dict[int, str]]:
     pidns.discard(os.readlink("/proc/self/ns/pid"))
     owned = {str(d) for d in dirs}
     names = {d.name for d in dirs}  # memfiles, lineage pins and views (forkcore/memfile.py): ours or orphaned
-    memfiles = [m for root, owners in ((paths.SHM_DIR, snap_root), (paths.SHM_DIR / ".lineage", snap_root),
-                                       (paths.SHM_DIR / ".views", ws_root)) if root.is_dir()
-                for m in root.iterdir() if not m.name.startswith(".")
-                and (m.name in names or not (owners / m.name).exists())]
+    memfiles = [m for m, owner in memfile.entries() if m.name in names or not owner.exists()]
     described = {}
     for pid in pids:
         stat = accounting.proc_stat(pid)

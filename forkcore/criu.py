@@ -176,7 +176,8 @@ def reap_orphaned_helpers() -> list[int]:
                 continue
             (comm, fields), pid = stat, int(proc.name)
             # CRIU's own helpers: criu, its loader, and the tar that saves or restores a tmpfs
-            if int(fields[1]) != me or pid in _RUNNING or not (comm in ("criu", "tar") or comm.startswith("ld-linux")):
+            helper = comm in ("criu", "tar") or comm.startswith("ld-linux")
+            if int(fields[1]) != me or pid in _RUNNING or not helper:
                 continue
             try:
                 os.kill(pid, signal.SIGKILL)

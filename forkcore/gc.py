@@ -8,7 +8,7 @@ import signal
 import time
 from pathlib import Path
 
-from . import criu, paths
+from . import criu, memfile, paths
 from .cgroups import WorkspaceCgroups
 
 
@@ -86,19 +86,10 @@ def collect() -> list[str]:
                 continue  # a live clone stacks its layer
             shutil.rmtree(d, ignore_errors=True)
             log.append(f"removed snapshot {d}")
-    _collect_memfiles(ws_root, snap_root, log)
+    for d, owner in memfile.entries():  # memfiles, pins and views whose snapshot or workspace is gone
+        if not owner.exists():
+            shutil.rmtree(d, ignore_errors=True)
+            log.append(f"removed memfiles {d}")
     for pid in criu.reap_orphaned_helpers():  # of a CRIU whose owner died mid-dump or mid-restore
         log.append(f"reaped orphaned CRIU helper {pid}")
     return log
-
-
-def _collect_memfiles(ws_root: Path, snap_root: Path, log: list[str]) -> None:
-    """Memfiles, lineage pins and workspace views (memfile.py) whose snapshot or workspace dir is gone."""
-    for root, owners in ((paths.SHM_DIR, snap_root), (paths.SHM_DIR / ".lineage", snap_root),
-                         (paths.SHM_DIR / ".views", ws_root)):
-        if not root.is_dir():
-            continue
-        for d in root.iterdir():
-            if not d.name.startswith(".") and not (owners / d.name).exists():
-                shutil.rmtree(d, ignore_errors=True)
-                log.append(f"removed memfiles {d}")

@@ -77,6 +77,17 @@ def new_view(ws_id: str, snapshot_id: str | None = None, own: bool = False) -> P
     return view
 
 
+def entries() -> list[tuple[Path, Path]]:
+    """Every snapshot's memfile dir, lineage pin and workspace view, each with the state dir that owns it."""
+    snaps, spaces = paths.STATE_DIR / "snapshots", paths.STATE_DIR / "ws"
+    out = []
+    for root, owners in ((paths.SHM_DIR, snaps), (paths.SHM_DIR / ".lineage", snaps),
+                         (paths.SHM_DIR / ".views", spaces)):
+        if root.is_dir():
+            out += [(d, owners / d.name) for d in root.iterdir() if not d.name.startswith(".")]
+    return out
+
+
 def pin_lineage(view: Path, snap_id: str) -> None:
     """Snapshot `snap_id` of the workspace seeing `view` keeps what that view holds."""
     _link_tree(view, lineage_dir(snap_id))
