@@ -409,13 +409,11 @@ class Workspace:
                     snap.release()  # its dir, its pin and its hold on the parent
                     raise
                 return snap
-            except OSError as e:  # the state dir is full or unwritable: no partial snapshot stays
+            except BaseException as e:  # no partial snapshot stays, whatever stopped it
                 shutil.rmtree(snap_dir, ignore_errors=True)
                 shutil.rmtree(memfile.lineage_dir(snap_id), ignore_errors=True)
-                raise SnapshotError(f"snapshot of workspace {self.id} failed writing {paths.STATE_DIR}: {e}") from e
-            except BaseException:  # CRIU unavailable, interrupted, ...: no partial snapshot stays either
-                shutil.rmtree(snap_dir, ignore_errors=True)
-                shutil.rmtree(memfile.lineage_dir(snap_id), ignore_errors=True)
+                if isinstance(e, OSError):  # the state dir is full or unwritable
+                    raise SnapshotError(f"snapshot of workspace {self.id} failed writing {paths.STATE_DIR}: {e}") from e
                 raise
 
     def fork(self, n: int = 1, backend: str = "auto") -> list["Workspace"]:
