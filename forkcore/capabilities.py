@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -41,6 +40,24 @@ def can_snapshot_non_root_processes() -> bool:
     return False
 
 
+def non_root_services_snapshot(harden: bool = True) -> bool:
+    """True if a workspace with this `harden` setting may run services as non-root users and still be
+    snapshotted: a hardened one has its own user namespace (CRIU owns it), others need CAP_SYS_RESOURCE."""
+    return (harden and user_namespace_missing() is None) or can_snapshot_non_root_processes()
+
+
+def user_namespace_missing() -> str | None:
+    """Why a hardened workspace cannot have its own user namespace here (None: it can)."""
+    if not Path("/proc/self/ns/user").exists():
+        return "this kernel has no user namespaces (CONFIG_USER_NS)"
+    try:
+        if int(Path("/proc/sys/user/max_user_namespaces").read_text()) == 0:
+            return "user.max_user_namespaces is 0: sysctl -w user.max_user_namespaces=15000"
+    except (OSError, ValueError):
+        pass
+    return None
+
+
 def cpu_has_pkeys() -> bool:
     """True if the CPU and kernel offer memory protection keys to user space (`ospke` in /proc/cpuinfo)."""
     try:
@@ -62,8 +79,10 @@ def check_all() -> list[Capability]:
     ovl = "overlay" in _filesystems()
     caps.append(Capability("overlayfs", ovl, "overlay in /proc/filesystems" if ovl else "not available",
                            "" if ovl else "modprobe overlay (or a kernel with CONFIG_OVERLAY_FS)"))
-    unshare = shutil.which("unshare")
-    caps.append(Capability("unshare", bool(unshare), unshare or "not found", "" if unshare else "apt-get install util-linux"))
+    userns = user_namespace_missing()
+    caps.append(Capability("user namespaces", userns is None,
+                           "hardened workspaces run in their own (ids mapped one to one)" if userns is None else userns,
+                           "" if userns is None else userns.split(": ", 1)[-1]))
     try:
         binary = criu.criu_binary()
         v = criu.criu_version(binary)
@@ -83,9 +102,11 @@ def check_all() -> list[Capability]:
                                "" if ok else "bash scripts/setup.sh (compiles forkcore/native/sockshim.c)"))
     res = can_snapshot_non_root_processes()
     caps.append(Capability(
-        "snapshot non-root processes", res, "CAP_SYS_RESOURCE held" if res else
-        "no CAP_SYS_RESOURCE: CRIU's prlimit on other users' processes fails (EPERM), so workspaces run "
-        "their services as root", "" if res else "run on a host or container that grants CAP_SYS_RESOURCE"))
+        "snapshot non-root processes", res or userns is None, "CAP_SYS_RESOURCE held" if res else
+        "no CAP_SYS_RESOURCE: CRIU's prlimit on other users' processes fails (EPERM) outside a user namespace; "
+        + ("hardened workspaces have their own, where CRIU holds it" if userns is None else
+           "so workspaces run their services as root"),
+        "" if res or userns is None else "run on a host or container that grants CAP_SYS_RESOURCE"))
     pku = cpu_has_pkeys()
     caps.append(Capability(
         "memory protection keys", True,

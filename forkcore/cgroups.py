@@ -10,18 +10,16 @@ import os
 import signal
 import time
 from pathlib import Path
+from typing import Sequence
 
 from .errors import KernelFeatureMissing
-from .init import DEVICE_NODES
 
 log = logging.getLogger("forkcore")
 _V1 = Path("/sys/fs/cgroup/freezer")
 _V1_LIMITS = {c: Path("/sys/fs/cgroup") / c for c in ("pids", "memory", "devices")}
 _V2_CANDIDATES = (Path("/sys/fs/cgroup/unified"), Path("/sys/fs/cgroup"))
-#: what a workspace's processes may do with devices (Docker's rules: mknod of any node, which CRIU needs for
-#: a restored /dev and the dropped CAP_MKNOD denies to the workspace; open only these), after "a" is denied
-DEVICES_ALLOWED = ("c *:* m", "b *:* m", *(f"c {major}:{minor} rwm" for _, major, minor in DEVICE_NODES),
-                   "c 5:2 rwm", "c 136:* rwm")  # ptmx and the ptys of its devpts
+#: the ptmx and ptys of a workspace's own devpts, beside the nodes of its /dev (devices cgroup rules)
+PTY_RULES = ("c 5:2 rwm", "c 136:* rwm")
 
 
 def _v2_root() -> Path | None:
@@ -31,25 +29,26 @@ def _v2_root() -> Path | None:
     return None
 
 
-def _kmod_device_rule() -> str | None:
-    """The kmod backend's /dev/bunshin_cow (CRIU maps it into clones; kmod_backend.py), where it is loaded."""
-    try:
-        st = os.stat("/dev/bunshin_cow")
-    except OSError:
-        return None
-    return f"c {os.major(st.st_rdev)}:{os.minor(st.st_rdev)} rwm"
+def device_rules(dev_nodes: Sequence[str]) -> list[str]:
+    """Devices cgroup rules opening exactly the host nodes bound into a workspace's /dev (init.device_nodes),
+    and its ptys; nothing may be made (mknod) or opened besides."""
+    rules = []
+    for name in dev_nodes:
+        rdev = os.stat(f"/dev/{name}").st_rdev
+        rules.append(f"c {os.major(rdev)}:{os.minor(rdev)} rwm")
+    return [*rules, *PTY_RULES]
 
 
 class WorkspaceCgroups:
     """A workspace's freezer cgroup: join(pid), freeze(), thaw(), remove(), with the workspace's limits
     beside it: `pids_max` tasks (processes and threads: a fork bomb fails with EAGAIN inside it),
-    `memory_max_mb` (a memory bomb meets the OOM killer inside it) and, with `devices`, only the devices of
-    its own /dev (`DEVICES_ALLOWED`)."""
+    `memory_max_mb` (a memory bomb meets the OOM killer inside it) and, given `devices` (the names of its
+    /dev's nodes), only those devices and its ptys (`device_rules`)."""
 
     _warned: set[str] = set()
 
     def __init__(self, name: str, create: bool = True, pids_max: int | None = None,
-                 memory_max_mb: int | None = None, devices: bool = False) -> None:
+                 memory_max_mb: int | None = None, devices: Sequence[str] = ()) -> None:
         parent = self.parent()
         self.path, self.v1 = parent / name, parent.parent == _V1
         #: the v1 hierarchies of the limits (absent where that controller is not mounted)
@@ -62,7 +61,7 @@ class WorkspaceCgroups:
             if memory_max_mb is not None:
                 self._limit("memory", "memory.limit_in_bytes" if self.v1 else "memory.max", str(memory_max_mb << 20))
             if devices:
-                self._limit_devices()
+                self._limit_devices(devices)
 
     def _limit(self, controller: str, knob: str, value: str) -> None:
         if controller in self.limit_paths:
@@ -83,7 +82,7 @@ class WorkspaceCgroups:
                         "run without that limit, so a bomb inside one reaches the host's limits", controller,
                         _V1_LIMITS[controller], controller, self.path.parent / "cgroup.subtree_control")
 
-    def _limit_devices(self) -> None:
+    def _limit_devices(self, dev_nodes: Sequence[str]) -> None:
         path = self.limit_paths.get("devices")
         if path is None:
             if "devices" not in WorkspaceCgroups._warned:
@@ -93,7 +92,7 @@ class WorkspaceCgroups:
             return
         path.mkdir(parents=True, exist_ok=True)
         (path / "devices.deny").write_text("a")
-        for rule in (*DEVICES_ALLOWED, *filter(None, [_kmod_device_rule()])):
+        for rule in device_rules(dev_nodes):
             (path / "devices.allow").write_text(rule)
 
     @staticmethod

@@ -1,12 +1,21 @@
 """PID 1 of a workspace: builds its root filesystem, starts its services and reaps every process.
 
-Stage 1 runs with the host's filesystem view, inside fresh pid/mnt/net/ipc/uts namespaces (started by
-`unshare`): it mounts the overlay root, read-only binds of the host's system paths, proc/sys/dev and the
-tmpfs dirs, pivots into the new root and re-executes itself from there, so that no file of the host's
-root stays open or mapped (CRIU could not dump it). Stage 2 brings loopback up, hides the host's kernel
+Stage 0 runs in the host's namespaces, in the workspace's cgroup: it creates the workspace's namespaces —
+first a user namespace whose id maps a helper writes from outside (`ID_MAP`; hardened workspaces only, see
+below), then pid/mnt/net/ipc/uts ones owned by it — and forks PID 1, then waits for it like `unshare --fork`.
+Stage 1 runs as that PID 1 with the host's filesystem view: over the overlay root the host mounted, it binds the
+host's system paths read-only, /dev's few nodes from the host (no mknod: not allowed in a user namespace),
+proc/sys and the tmpfs dirs, pivots into the new root and re-executes itself from there, so that no file of the
+host's root stays open or mapped (CRIU could not dump it). Stage 2 brings loopback up, hides the host's kernel
 interfaces, installs the seccomp filter (Docker's default rules and what CRIU cannot checkpoint: seccomp.py),
 drops capabilities (hardening.py), starts the services of the spec one after another, writes
 /run/bunshin/ready and reaps children forever.
+
+The user namespace maps ids one to one (`ID_MAP`): every file of the layers keeps its owner, and root inside
+is uid 0 for file access, but its capabilities count only inside the workspace's own namespaces — whatever it
+holds, the kernel refuses it what needs a capability of the host (modules, raw I/O, the host's mounts,
+devices, sysctls outside its net namespace). CRIU, which runs as host root and so owns that namespace, may
+then dump processes of any uid in it (on hosts without CAP_SYS_RESOURCE it cannot otherwise: `bunshin doctor`).
 Standard library only, but for libseccomp's binding (Debian's python3-seccomp) in stage 2: it runs before
 anything else exists.
 """
@@ -27,7 +36,11 @@ import traceback
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 MNT_DETACH = 2
+CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x20000, 0x4000000, 0x8000000
+CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
 SYS_PIVOT_ROOT = 155
+#: uid and gid map of a hardened workspace's user namespace: every id is itself (module doc)
+ID_MAP = "0 0 4294967295"
 PR_SET_MEMORY_MERGE = 67
 RUN_DIR = "/run/bunshin"
 
@@ -41,37 +54,92 @@ def _mount(src: str, target: str, fstype: str | None, flags: int, data: str | No
         raise OSError(e, f"mount({src!r}, {target!r}, {fstype!r}, {flags:#x}, {data!r}): {os.strerror(e)}")
 
 
-#: the character devices of a workspace's /dev (its devices cgroup allows these, ptmx and the ptys: cgroups.py)
-DEVICE_NODES = (("null", 1, 3), ("zero", 1, 5), ("full", 1, 7), ("random", 1, 8), ("urandom", 1, 9), ("tty", 5, 0))
+#: the character devices of a workspace's /dev, bound from the host's (its devices cgroup allows these, ptmx and
+#: the ptys: cgroups.py)
+DEVICE_NODES = ("null", "zero", "full", "random", "urandom", "tty")
+KMOD_DEVICE = "bunshin_cow"  # the kmod memory backend maps /dev/bunshin_cow in clones (kmod_backend.py)
 
 
-def _make_dev(root: str) -> None:
+def device_nodes() -> list[str]:
+    """The names under /dev a workspace started now gets: DEVICE_NODES, and the kmod device where it is loaded.
+    Each is a bind of the host's node, so a CRIU external mount: dumps and restores name the same list."""
+    kmod = os.path.exists(f"/dev/{KMOD_DEVICE}") and os.stat(f"/dev/{KMOD_DEVICE}").st_mode & 0o170000 == 0o020000
+    return [*DEVICE_NODES, *([KMOD_DEVICE] if kmod else [])]
+
+
+def _make_dev(root: str, nodes: list[str]) -> None:
     dev = root + "/dev"
     _mount("tmpfs", dev, "tmpfs", MS_NOSUID, "mode=755,size=128k")
-    for name, major, minor in DEVICE_NODES:
-        os.mknod(f"{dev}/{name}", 0o666 | 0o020000, os.makedev(major, minor))
-        os.chmod(f"{dev}/{name}", 0o666)
+    for name in nodes:
+        open(f"{dev}/{name}", "w").close()
+        _mount(f"/dev/{name}", f"{dev}/{name}", None, MS_BIND)
     for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
                          ("stderr", "/proc/self/fd/2"), ("ptmx", "pts/ptmx")):
         os.symlink(target, f"{dev}/{name}")
-    try:  # the kmod memory backend maps /dev/bunshin_cow in clones (kmod_backend.py); only where it is loaded
-        st = os.stat("/dev/bunshin_cow")
-        if st.st_mode & 0o170000 == 0o020000:
-            os.mknod(f"{dev}/bunshin_cow", 0o600 | 0o020000, st.st_rdev)
-    except OSError:
-        pass
     os.mkdir(f"{dev}/pts")
     os.mkdir(f"{dev}/shm")
     _mount("devpts", f"{dev}/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620")
 
 
+def _check(ret: int, what: str) -> None:
+    if ret != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, f"{what}: {os.strerror(e)}")
+
+
+def _write_id_maps(pid: int) -> None:
+    """From the host's user namespace: map `pid`'s new user namespace one to one. setgroups stays allowed
+    (services started with supplementary groups, sudo)."""
+    for name in ("uid_map", "gid_map"):
+        with open(f"/proc/{pid}/{name}", "w") as f:
+            f.write(ID_MAP + "\n")
+
+
+def stage0(cfg: dict) -> None:
+    """Host namespaces → the workspace's; forks PID 1 (stage 1) and exits with its status."""
+    if cfg["userns"]:
+        unshared, mapped = os.pipe(), os.pipe()
+        helper = os.fork()
+        if helper == 0:  # stays in the host's user namespace, where writing the maps is allowed
+            try:
+                os.close(unshared[1])
+                os.close(mapped[0])
+                if os.read(unshared[0], 1) == b"u":
+                    _write_id_maps(os.getppid())
+                    os.write(mapped[1], b"m")
+            except BaseException:
+                traceback.print_exc()
+            finally:
+                os._exit(0)
+        os.close(unshared[0])
+        os.close(mapped[1])
+        _check(_libc.unshare(CLONE_NEWUSER), "unshare(CLONE_NEWUSER)")
+        os.write(unshared[1], b"u")
+        if os.read(mapped[0], 1) != b"m":
+            raise RuntimeError("the helper could not write the user namespace's id maps (its error is above)")
+        os.waitpid(helper, 0)
+        os.close(unshared[1])
+        os.close(mapped[0])
+    _check(_libc.unshare(CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS), "unshare")
+    init = os.fork()
+    if init == 0:
+        try:
+            stage1(cfg)
+        except BaseException:
+            traceback.print_exc()
+            sys.stderr.flush()
+        os._exit(1)
+    status = os.waitpid(init, 0)[1]
+    os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+
+
 def stage1(cfg: dict) -> None:
-    """Host view → the workspace's own root. `cfg` comes from the host (see Workspace._launch)."""
+    """Host view → the workspace's own root (the overlay the host mounted at `cfg["merged"]`: one mounted inside
+    a user namespace would keep its whiteouts in user.* xattrs, unlike its clones'). `cfg`: Workspace.start."""
     root = cfg["merged"]
     os.setsid()  # CRIU needs the session leader inside the pid namespace
     _mount("none", "/", None, MS_REC | MS_PRIVATE)
-    _mount("overlay", root, "overlay", MS_NODEV,  # device nodes only in /dev
-           f"lowerdir={':'.join(cfg['lowers'])},upperdir={cfg['upper']},workdir={cfg['work']}")
+    _mount(root, root, None, MS_BIND)  # pivot_root refuses a mount a user namespace inherited locked
     for src in cfg["binds"]:
         _mount(src, root + src, None, MS_BIND | MS_REC)
         # setuid programs of /usr (sudo) must work for a workspace's non-root users
@@ -81,7 +149,7 @@ def stage1(cfg: dict) -> None:
         _mount("none", root + "/opt/bunshin/mem", None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
     _mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     _mount("sysfs", root + "/sys", "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    _make_dev(root)
+    _make_dev(root, cfg["dev_nodes"])
     size = f"size={cfg['tmpfs_mb']}m"
     for d, mode in (("/dev/shm", "1777"), ("/tmp", "1777"), ("/run", "755"), ("/root", "700"), ("/home", "755"),
                     ("/var/tmp", "1777")):
@@ -238,7 +306,7 @@ if __name__ == "__main__":
     else:
         cfg = json.loads(os.environ.pop("BUNSHIN_INIT_CONFIG"))
         try:
-            stage1(cfg)
+            stage0(cfg)
         except BaseException:
             traceback.print_exc()
             sys.stderr.flush()

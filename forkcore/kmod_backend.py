@@ -163,12 +163,14 @@ def _source_pids(images: Path) -> dict[int, int]:
     return out
 
 
-def _device_mnt_id(images: Path) -> int:
+def _device_mnt_id(images: Path, device: str = DEVICE) -> int:
+    """The mount the clones open the device on: its bind from the host (init.device_nodes)."""
     for mp in images.glob("mountpoints-*.img"):
         for m in _load(mp)["entries"]:
-            if m["mountpoint"] == "/dev":
+            if m["mountpoint"] == device:
                 return m["mnt_id"]
-    raise RuntimeError("kmod: the snapshot has no /dev mount in its mountpoints image")
+    raise RuntimeError(f"kmod: the snapshot has no {device} mount (its source started before bunshin_cow was "
+                       "loaded?): start the workspace again with the module loaded")
 
 
 def _converted_vmas(vmas: list[dict], entries: list[dict]) -> list[dict]:
@@ -305,7 +307,7 @@ def prepare_kmod_images(snapshot, device: str = DEVICE) -> KmodPrepared:
                 files["entries"].append({"type": "REG", "id": file_id, "reg": {
                     "id": file_id, "flags": os.O_RDONLY, "pos": 0,
                     "fown": {"uid": 0, "euid": 0, "signum": 0, "pid_type": 0, "pid": 0},
-                    "name": DEVICE, "mnt_id": mnt_id, "mode": stat.S_IFCHR | 0o600}})  # init.py's node
+                    "name": DEVICE, "mnt_id": mnt_id, "mode": stat.S_IFCHR | 0o600}})  # init.py's bind
                 v["status"] = (v["status"] & ~VMA_ANON_PRIVATE) | VMA_FILE_PRIVATE
                 v["flags"] &= ~MAP_ANONYMOUS
                 v["shmid"], v["pgoff"], v["fdflags"], v["fd"] = file_id, mmap_offset(c.holder), os.O_RDONLY, -1

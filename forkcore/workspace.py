@@ -1,7 +1,8 @@
 """Live workspaces: start, talk to, freeze, measure, snapshot, fork and destroy them.
 
-A workspace is one process tree in its own pid/mnt/net/ipc/uts namespaces whose root is an overlay of
-read-only layers plus a private upper dir (see init.py for what is mounted where). `Workspace.snapshot()`
+A workspace is one process tree in its own pid/mnt/net/ipc/uts namespaces (and, when hardened, its own user
+namespace) whose root is an overlay of read-only layers plus a private upper dir, mounted by the host (see
+init.py for what is mounted where). `Workspace.snapshot()`
 dumps it with CRIU while it keeps running and copies its upper into a new read-only layer; a `Snapshot`
 restores into any number of clones, each with fresh namespaces and its own upper. How clones get their
 memory is the job of a memory backend (backends.py).
@@ -26,7 +27,8 @@ from typing import Any, Sequence
 
 from . import criu, layers, memfile, paths
 from .accounting import TreeMemory, namespace_pids, pids_in_namespace, proc_stat, tree_memory
-from .capabilities import can_snapshot_non_root_processes
+from .capabilities import non_root_services_snapshot, user_namespace_missing
+from .init import device_nodes
 from .cgroups import WorkspaceCgroups
 from .errors import (KernelFeatureMissing, NotRoot, RestoreFailed, ServiceDied, SnapshotError, SnapshotReleased,
                      WorkspaceDestroyed, WorkspaceError)
@@ -65,8 +67,6 @@ def _destroy_live_workspaces() -> None:
 def _require_root() -> None:
     if os.geteuid() != 0:
         raise NotRoot()
-    if shutil.which("unshare") is None:
-        raise KernelFeatureMissing("`unshare` not found: apt-get install util-linux")
     try:
         fs = open("/proc/filesystems").read()
     except OSError:
@@ -82,23 +82,34 @@ def _set_subreaper() -> None:
     _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 
-def _external_mounts(mem_view: Path | None = None) -> list[tuple[str, str]]:
+def _external_mounts(dev_nodes: Sequence[str], mem_view: Path | None = None) -> list[tuple[str, str, str]]:
     """(mount point inside, key, host source) of every host bind; keys name them in CRIU images. MEM_MOUNT's
     source is the workspace's memfile view (memfile.py), or all of SHM_DIR for an unhardened one."""
     out = [(b, "bind" + b.replace("/", "_"), b) for b in layers.HOST_BINDS]
+    out += [(f"/dev/{n}", f"dev_{n}", f"/dev/{n}") for n in dev_nodes]
     out.append((MEM_MOUNT, "bunshin_mem", str(mem_view or paths.SHM_DIR)))
     return out
 
 
 def _mount_overlay(lowers: Sequence[Path], upper: Path, work: Path, merged: Path) -> None:
     opts = f"lowerdir={':'.join(map(str, lowers))},upperdir={upper},workdir={work}"
-    if _libc.mount(b"overlay", str(merged).encode(), b"overlay", 0, opts.encode()) != 0:
+    MS_NODEV = 4  # device nodes only in /dev
+    if _libc.mount(b"overlay", str(merged).encode(), b"overlay", MS_NODEV, opts.encode()) != 0:
         e = ctypes.get_errno()
         raise WorkspaceError(f"mounting the overlay at {merged} failed: {os.strerror(e)} (options: {opts})")
 
 
 def _umount(path: Path) -> None:
     _libc.umount2(str(path).encode(), 2)  # MNT_DETACH
+
+
+def _discard(ws_dir: Path, cgroups: WorkspaceCgroups) -> None:
+    """Undo a workspace that never came up: its processes, cgroups, mounts and state dir."""
+    cgroups.kill_all()
+    cgroups.remove()
+    _umount(ws_dir / "merged")
+    _umount(ws_dir / "rw")
+    shutil.rmtree(ws_dir, ignore_errors=True)
 
 
 def _start_time(pid: int) -> str | None:
@@ -129,16 +140,17 @@ class Workspace:
         id: unique id (also the name of its state dir and cgroup).
         spec: what it runs.
         init_pid: host pid of its PID 1.
+        dev_nodes: the host's device nodes bound into its /dev (init.device_nodes(), fixed at the source's start).
         backend: memory backend it was restored with ("source" for a started workspace).
         parent_snapshot: the snapshot it was forked from, if any.
     """
 
     def __init__(self, spec: WorkspaceSpec, ws_id: str, init_pid: int, lowers: list[Path], ws_dir: Path,
-                 cgroups: WorkspaceCgroups, *, host_mounted: bool, backend: str, parent_snapshot: "Snapshot | None",
-                 popen: subprocess.Popen | None = None) -> None:
+                 cgroups: WorkspaceCgroups, *, dev_nodes: Sequence[str], backend: str,
+                 parent_snapshot: "Snapshot | None", popen: subprocess.Popen | None = None) -> None:
         self.spec, self.id, self.init_pid, self.lowers, self.dir = spec, ws_id, init_pid, lowers, ws_dir
-        self.backend, self.parent_snapshot = backend, parent_snapshot
-        self._cgroups, self._host_mounted, self._popen = cgroups, host_mounted, popen
+        self.dev_nodes, self.backend, self.parent_snapshot = tuple(dev_nodes), backend, parent_snapshot
+        self._cgroups, self._popen = cgroups, popen
         self._pidns = os.readlink(f"/proc/{init_pid}/ns/pid")
         self._destroyed = False
         self._frozen = False
@@ -160,6 +172,8 @@ class Workspace:
         """
         _require_root()
         validate_spec(spec)
+        if spec.harden and (why := user_namespace_missing()):
+            raise KernelFeatureMissing(f"a hardened workspace runs in its own user namespace, but {why}")
         _set_subreaper()
         ws_id = f"{spec.name}-{uuid.uuid4().hex[:8]}"
         ws_dir = paths.STATE_DIR / "ws" / ws_id
@@ -174,27 +188,36 @@ class Workspace:
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin:" + str(paths.VENV / "bin"),
                "PYTHONPATH": paths.WS_CODE_DIR, "HOME": "/root", "TMPDIR": "/tmp", "LANG": "C.UTF-8",
                "PYTHONDONTWRITEBYTECODE": "1", **dict(spec.env)}
-        cfg = {"merged": str(ws_dir / "merged"), "upper": str(ws_dir / "rw/upper"),
-               "work": str(ws_dir / "rw/work"),
-               "lowers": [str(p) for p in lowers], "binds": list(layers.HOST_BINDS), "mem_dir": str(mem_dir),
-               "tmpfs_mb": spec.tmpfs_mb, "ksm_mergeable": spec.ksm_mergeable, "python": py, "env": env}
+        dev_nodes = device_nodes()
+        cfg = {"merged": str(ws_dir / "merged"), "binds": list(layers.HOST_BINDS), "mem_dir": str(mem_dir),
+               "dev_nodes": dev_nodes, "userns": spec.harden, "tmpfs_mb": spec.tmpfs_mb,
+               "ksm_mergeable": spec.ksm_mergeable, "python": py, "env": env}
         cgroups = WorkspaceCgroups(ws_id, pids_max=spec.pids_max, memory_max_mb=spec.memory_max_mb,
-                                   devices=spec.harden)
+                                   devices=dev_nodes if spec.harden else ())
+        _mount_overlay(lowers, ws_dir / "rw/upper", ws_dir / "rw/work", ws_dir / "merged")
         stage1_log = open(ws_dir / "stage1.log", "wb")
         try:
-            popen = subprocess.Popen(
-                ["unshare", "--pid", "--fork", "--mount", "--net", "--ipc", "--uts", "--propagation", "private",
-                 "--", py, "-m", "forkcore.init"],
+            popen = subprocess.Popen(  # init.py's stage 0: makes the namespaces, forks PID 1
+                [py, "-m", "forkcore.init"],
                 env={"PATH": env["PATH"], "PYTHONPATH": str(_REPO_ROOT), "BUNSHIN_INIT_CONFIG": json.dumps(cfg),
                      "PYTHONDONTWRITEBYTECODE": "1"},
                 stdin=subprocess.DEVNULL, stdout=stage1_log, stderr=subprocess.STDOUT, close_fds=True,
                 start_new_session=True, preexec_fn=cgroups.join_self)
+        except BaseException:
+            _discard(ws_dir, cgroups)
+            raise
         finally:
             stage1_log.close()
-        init_pid = cls._find_child(popen, ws_dir)
-        (ws_dir / "init.pid").write_text(str(init_pid))
         (ws_dir / "owner.pid").write_text(str(os.getpid()))
-        ws = cls(spec, ws_id, init_pid, lowers, ws_dir, cgroups, host_mounted=False, backend="source",
+        try:
+            init_pid = cls._find_init(popen, ws_dir)
+        except BaseException:
+            popen.kill()
+            popen.wait()
+            _discard(ws_dir, cgroups)
+            raise
+        (ws_dir / "init.pid").write_text(str(init_pid))
+        ws = cls(spec, ws_id, init_pid, lowers, ws_dir, cgroups, dev_nodes=dev_nodes, backend="source",
                  parent_snapshot=None, popen=popen)
         try:
             ws._wait_ready(timeout)
@@ -205,20 +228,22 @@ class Workspace:
         return ws
 
     @staticmethod
-    def _find_child(popen: subprocess.Popen, ws_dir: Path) -> int:
+    def _find_init(popen: subprocess.Popen, ws_dir: Path) -> int:
+        """The host pid of stage 0's child in a new pid namespace (its id-map helper is a child too, briefly)."""
+        own_pidns = os.readlink("/proc/self/ns/pid")
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             try:
-                kids = Path(f"/proc/{popen.pid}/task/{popen.pid}/children").read_text().split()
-                if kids:
-                    return int(kids[0])
+                for kid in Path(f"/proc/{popen.pid}/task/{popen.pid}/children").read_text().split():
+                    if os.readlink(f"/proc/{kid}/ns/pid") != own_pidns:
+                        return int(kid)
             except OSError:
                 pass
             if popen.poll() is not None:
                 break
             time.sleep(0.005)
         log = (ws_dir / "stage1.log").read_text(errors="replace")
-        raise WorkspaceError(f"workspace init did not start (unshare exit {popen.poll()}):\n{log}")
+        raise WorkspaceError(f"workspace init did not start (stage 0 exit {popen.poll()}):\n{log}")
 
     def _wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -346,11 +371,12 @@ class Workspace:
                                     "CRIU cannot dump (kmod/README.md, design (b) limits); fork its parent snapshot "
                                     "again, or restore with backend='memfile' when clones must be snapshotted")
             if (self.spec.executor_user or any(sv.user for sv in self.spec.services)) \
-                    and not can_snapshot_non_root_processes():
+                    and not non_root_services_snapshot(self.spec.harden):
                 raise SnapshotError(
                     f"workspace {self.id} runs processes as a non-root user, and CRIU cannot dump them here: it "
                     "reads their rlimits with prlimit(2), which needs CAP_SYS_RESOURCE across uids, and this "
-                    "process lacks it (see `bunshin doctor`). Run the services as root on this machine.")
+                    "process lacks it (see `bunshin doctor`). A hardened workspace (harden=True, the default) "
+                    "runs in its own user namespace, where CRIU holds that capability; or run the services as root.")
             self.client.close()  # CRIU cannot dump a unix socket whose peer is outside the tree
             snap_id = uuid.uuid4().hex[:12]
             snap_dir = paths.STATE_DIR / "snapshots" / snap_id
@@ -367,7 +393,7 @@ class Workspace:
                 layer = snap_dir / "layer"
                 opts = criu.DumpOptions(
                     pid=self.init_pid, images_dir=images,
-                    external_mounts=tuple((m, k) for m, k, _ in _external_mounts()),
+                    external_mounts=tuple((m, k) for m, k, _ in _external_mounts(self.dev_nodes)),
                     action_script=str(script),
                     action_env=(("BUNSHIN_UPPER", str(self.dir / "rw/upper")), ("BUNSHIN_LAYER", str(layer))))
                 for attempt in range(1, DUMP_ATTEMPTS + 1):
@@ -402,7 +428,7 @@ class Workspace:
                 if self.mem_view is not None:
                     memfile.pin_lineage(self.mem_view, snap_id)
                 snap = Snapshot(snap_id, snap_dir, self.spec, [layer] + self.lowers, parent=self.parent_snapshot,
-                                dump_s=dump_s)
+                                dump_s=dump_s, dev_nodes=self.dev_nodes)
                 try:
                     snap.write_manifest()
                 except BaseException:
@@ -443,8 +469,7 @@ class Workspace:
             except ProcessLookupError:
                 pass
             self._reap()
-            if self._host_mounted:
-                _umount(self.dir / "merged")
+            _umount(self.dir / "merged")
             _umount(self.dir / "rw")
             self._cgroups.remove()
             shutil.rmtree(self.dir, ignore_errors=True)
@@ -492,8 +517,9 @@ class Snapshot:
     """
 
     def __init__(self, snap_id: str, snap_dir: Path, spec: WorkspaceSpec, lowers: list[Path],
-                 parent: "Snapshot | None", dump_s: float) -> None:
+                 parent: "Snapshot | None", dump_s: float, dev_nodes: Sequence[str]) -> None:
         self.id, self.dir, self.spec, self.lowers, self.dump_s = snap_id, snap_dir, spec, lowers, dump_s
+        self.dev_nodes = tuple(dev_nodes)  # its images name one external mount per node: restores give the same
         self.images = snap_dir / "images"
         self._refs = 1
         self._lock = threading.Lock()
@@ -643,7 +669,7 @@ class Snapshot:
         (ws_dir / "owner.pid").write_text(str(os.getpid()))  # before anything gc could take for an orphan
         _make_rw_dirs(ws_dir, self.spec.disk_mb)
         cgroups = WorkspaceCgroups(ws_id, pids_max=self.spec.pids_max, memory_max_mb=self.spec.memory_max_mb,
-                                   devices=self.spec.harden)
+                                   devices=self.dev_nodes if self.spec.harden else ())
         _mount_overlay(self.lowers, ws_dir / "rw/upper", ws_dir / "rw/work", ws_dir / "merged")
         pidfile = ws_dir / "init.pid"
         log = ws_dir / "restore.log"
@@ -654,7 +680,7 @@ class Snapshot:
             try:
                 r = criu.restore(criu.RestoreOptions(
                     images_dir=images, root=ws_dir / "merged", pidfile=pidfile, log_file=log,
-                    external_mounts=tuple((k, src) for _, k, src in _external_mounts(mem_view)),
+                    external_mounts=tuple((k, src) for _, k, src in _external_mounts(self.dev_nodes, mem_view)),
                     exec_prefix=impl.exec_prefix()), timeout=self.restore_timeout_s, preexec_fn=cgroups.join_self)
             except subprocess.TimeoutExpired:
                 r = subprocess.CompletedProcess([], returncode=-9, stderr=f"timed out after {self.restore_timeout_s} s")
@@ -666,16 +692,12 @@ class Snapshot:
                                     f"{criu.log_tail(log)}\nfull log: {keep or 'not kept'}", keep and str(keep))
             init_pid = int(pidfile.read_text())
         except BaseException:
-            cgroups.kill_all()
-            cgroups.remove()
-            _umount(ws_dir / "merged")
-            _umount(ws_dir / "rw")
-            shutil.rmtree(ws_dir, ignore_errors=True)
+            _discard(ws_dir, cgroups)
             if mem_view is not None:
                 shutil.rmtree(mem_view, ignore_errors=True)
             raise
         self.retain()
-        ws = Workspace(self.spec, ws_id, init_pid, self.lowers, ws_dir, cgroups, host_mounted=True,
+        ws = Workspace(self.spec, ws_id, init_pid, self.lowers, ws_dir, cgroups, dev_nodes=self.dev_nodes,
                        backend=impl.name, parent_snapshot=self)
         ws._watch_services()
         return ws

@@ -106,17 +106,37 @@ _OPEN_KMSG = ("try: os.close(os.open('/dev/escape-kmsg', os.O_RDONLY)); print(js
 
 
 def test_a_device_node_outside_the_workspaces_own_dev_cannot_be_opened(clone, unhardened):
-    """The devices cgroup: a node that got into the workspace (made here by the host, as a bind or an image
-    could bring one) of a device the workspace's /dev lacks (/dev/kmsg, the host's kernel log) cannot be
-    opened; the workspace's own devices still can."""
+    """A node that got into the workspace (made here by the host, as an image could bring one) of a device its
+    /dev lacks (/dev/kmsg, the host's kernel log) cannot be opened, for two reasons each enough: /dev is a
+    tmpfs mounted inside the workspace's user namespace, and the kernel opens no device node on such a mount
+    (EACCES); and the devices cgroup allows only the workspace's own nodes and ptys (EPERM), which the host
+    checks in its rules. The workspace's own devices, binds of the host's, still open."""
+    from forkcore.cgroups import WorkspaceCgroups, device_rules
+
     kmsg = os.stat("/dev/kmsg").st_rdev if os.path.exists("/dev/kmsg") else os.makedev(1, 11)
     for ws in (clone, unhardened):
         os.mknod(ws.host_path("/dev/escape-kmsg"), 0o600 | stat.S_IFCHR, kmsg)
     blocked = _attempt(clone, _OPEN_KMSG)
-    assert not blocked["ok"] and "Operation not permitted" in blocked["error"], blocked
+    assert not blocked["ok"] and "Permission denied" in blocked["error"], blocked
+    devices = WorkspaceCgroups(clone.id, create=False).limit_paths.get("devices")
+    if devices is not None:
+        assert sorted((devices / "devices.list").read_text().split("\n")[:-1]) == sorted(device_rules(clone.dev_nodes))
+        assert f"c {os.major(kmsg)}:{os.minor(kmsg)} rwm" not in device_rules(clone.dev_nodes)
     assert clone.exec(["sh", "-c", "head -c 4 /dev/urandom | wc -c; echo x > /dev/null; : < /dev/zero"]
                       )["stdout"].split() == ["4"]
     assert _attempt(unhardened, _OPEN_KMSG)["ok"], "the negative control failed, so the test proves nothing"
+
+
+def test_a_hardened_workspace_and_its_clones_have_their_own_user_namespace(source, clone, unhardened):
+    """Ids map one to one (files keep their owners), but the namespace is the clone's own: what root inside
+    holds counts only there. Without hardening the workspace shares the host's user namespace."""
+    host = os.readlink("/proc/self/ns/user")
+    inside = clone.exec(["sh", "-c", "readlink /proc/self/ns/user; cat /proc/self/uid_map /proc/self/gid_map"])
+    ns, *maps = inside["stdout"].splitlines()
+    assert ns != host and ns == os.readlink(f"/proc/{clone.init_pid}/ns/user")
+    assert [m.split() for m in maps] == [["0", "0", "4294967295"]] * 2
+    assert os.readlink(f"/proc/{source.init_pid}/ns/user") not in (host, ns)
+    assert unhardened.exec(["readlink", "/proc/self/ns/user"])["stdout"].strip() == host
 
 
 def _caps(ws) -> dict:

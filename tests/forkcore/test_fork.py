@@ -295,33 +295,39 @@ def test_one_shot_service_and_sub_second_mtimes_survive_a_fork():
 
 def test_services_and_executor_run_as_a_layer_defined_user_with_sudo():
     """`user_layer` adds an account (password, sudo group) to the workspace's /etc; `ServiceSpec.user` and
-    `executor_user` run processes as it. Snapshotting them needs CAP_SYS_RESOURCE: where this process lacks
-    it the snapshot refuses with the reason; where it has it the clone keeps the uids."""
+    `executor_user` run processes as it. A hardened workspace lives in its own user namespace, where CRIU may
+    dump other users' processes: its clone keeps the uids, and sudo works there too. Without hardening that
+    takes CAP_SYS_RESOURCE: where this process lacks it, the snapshot refuses with the reason."""
     from forkcore import ServiceSpec, WorkspaceSpec
-    from forkcore.capabilities import can_snapshot_non_root_processes
+    from forkcore.capabilities import non_root_services_snapshot
     from forkcore.layers import user_layer
 
     account = user_layer("alice", 1000, "s3cret", sudo=True, hostname="box")
     svc = ServiceSpec.make("sleeper", ["sleep", "1000"], user="alice")
-    ws = Workspace.start(WorkspaceSpec("userws", services=(svc,), layers=(str(account),), hostname="box",
-                                       executor_user="alice"))
-    try:
-        ps = ws.exec(["ps", "-eo", "user=,comm="])["stdout"].split("\n")
-        assert "alice    sleep" in [ln.strip() for ln in ps] or any(ln.split() == ["alice", "sleep"] for ln in ps)
-        assert ws.exec(["id", "-un"])["stdout"] == "alice\n"  # exec runs in the executor, as alice
-        ok = ws.exec(["sh", "-c", "echo s3cret | sudo -S -k -p '' id -un"])
+
+    def check_user(w: Workspace) -> None:
+        ps = w.exec(["ps", "-eo", "user=,comm="])["stdout"].split("\n")
+        assert any(ln.split() == ["alice", "sleep"] for ln in ps), ps
+        assert w.exec(["id", "-un"])["stdout"] == "alice\n"  # exec runs in the executor, as alice
+        ok = w.exec(["sh", "-c", "echo s3cret | sudo -S -k -p '' id -un"])
         assert (ok["returncode"], ok["stdout"]) == (0, "root\n"), ok
-        bad = ws.exec(["sh", "-c", "echo wrong | sudo -S -k -p '' id -un"])
+        bad = w.exec(["sh", "-c", "echo wrong | sudo -S -k -p '' id -un"])
         assert bad["returncode"] != 0 and "incorrect password" in bad["stderr"]
-        if not can_snapshot_non_root_processes():
-            with pytest.raises(SnapshotError, match="CAP_SYS_RESOURCE"):
-                ws.snapshot()
-            assert ws.exec(["id", "-un"])["stdout"] == "alice\n"  # the refusal left the workspace usable
-        else:
-            with _one_clone(ws) as c:
-                assert c.exec(["id", "-un"])["stdout"] == "alice\n"
-    finally:
-        ws.destroy()
+
+    for harden in (True, False):
+        ws = Workspace.start(WorkspaceSpec("userws", services=(svc,), layers=(str(account),), hostname="box",
+                                           executor_user="alice", harden=harden))
+        try:
+            check_user(ws)
+            if non_root_services_snapshot(harden):
+                with _one_clone(ws) as c:
+                    check_user(c)
+            else:
+                with pytest.raises(SnapshotError, match="CAP_SYS_RESOURCE"):
+                    ws.snapshot()
+                assert ws.exec(["id", "-un"])["stdout"] == "alice\n"  # the refusal left the workspace usable
+        finally:
+            ws.destroy()
     with pytest.raises(Exception, match="'bob' is not in the workspace's /etc/passwd"):
         Workspace.start(WorkspaceSpec("nouser", executor_user="bob"))
 
