@@ -38,9 +38,9 @@ Other keywords: ``screen_size=(width, height)``, ``a11y=True`` (dump the accessi
 The account: as in OSWorld's VM, ``user`` (uid 1000, home /home/user, password ``password``, in group
 ``sudo``) exists in the workspace's /etc (forkcore.layers.user_layer), so ``echo password | sudo -S ...`` and
 ``sudo -u user ...`` work. ``run_as_user=True`` runs the desktop, the apps and the actions as that user;
-that needs CRIU to dump other users' processes, which needs CAP_SYS_RESOURCE (prlimit across uids). The
-default (None) does so where this process holds it and otherwise runs them as root with HOME=/home/user,
-USER=user — machines without CAP_SYS_RESOURCE (`bunshin doctor` says) cannot snapshot a non-root desktop.
+that needs CRIU to dump other users' processes: it may in the workspace's own user namespace, and elsewhere
+only with CAP_SYS_RESOURCE (prlimit across uids). The default (None) runs them as the user where either holds
+(`bunshin doctor`: "user namespaces"), otherwise as root with HOME=/home/user, USER=user.
 
 Reuse and timing: desktop actions are timing-based and the desktop has no fixed clock, so two executions of
 the same actions are the same only up to pixels: ``accessibility_tree``, ``terminal``, ``instruction`` and
@@ -72,7 +72,7 @@ from bunshin_gym import ActionError, BunshinEnv, EnvAdapter, StepResult, Task
 from bunshin_gym.compat import AppCheck, CompatSuite
 from bunshin_gym.spaces import any_text, clip_text, unicode_charset
 from forkcore import ServiceSpec, WorkspaceSpec
-from forkcore.capabilities import can_snapshot_non_root_processes
+from forkcore.capabilities import non_root_services_snapshot
 from forkcore.layers import user_layer
 from forkcore.paths import VENV
 
@@ -115,7 +115,7 @@ class OSWorldAdapter(EnvAdapter):
         self.space = action_space
         self.screen_size = (int(screen_size[0]), int(screen_size[1]))
         self.a11y = bool(a11y)
-        self.run_as_user = can_snapshot_non_root_processes() if run_as_user is None else bool(run_as_user)
+        self.run_as_user = non_root_services_snapshot() if run_as_user is None else bool(run_as_user)
 
     # ---- workspace -------------------------------------------------------------------------------------
     def workspace_spec(self) -> WorkspaceSpec:
