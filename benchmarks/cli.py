@@ -26,12 +26,13 @@ def bench_fork(
     hold_mb: int = typer.Option(200, help="MiB of anonymous memory held in the workspace"),
     browser: bool = typer.Option(True, help="run headless Chromium in the workspace"),
     settle_max_s: float = typer.Option(60.0, help="longest wait for memory to settle (KSM)"),
+    harden: bool = typer.Option(True, help="hardened workspaces (--no-harden: what the hardening costs)"),
 ) -> None:
     """Fork latency and memory per backend and clone count → OUT/fork.json + OUT/fork.png."""
     from benchmarks.fork_bench import Args, run
 
     rows = run(Args(out=str(out), clones=parse_ints(clones), backends=tuple(b for b in backends.split(",") if b),
-                    hold_mb=hold_mb, browser=browser, settle_max_s=settle_max_s))
+                    hold_mb=hold_mb, browser=browser, settle_max_s=settle_max_s, harden=harden))
     typer.echo(f"{'backend':<9} {'clones':>6} {'snapshot_s':>10} {'prepare_s':>9} {'fork_p50_s':>10} "
                f"{'critical_s':>10} {'memory_mb':>10} {'pss_mb':>8}")
     for r in rows:

@@ -51,6 +51,9 @@ class Args:
     """longest wait for memory to settle after forking (KSM merging)"""
     standby_takes: int = 10
     """standby clones taken (each after the pool refilled) for the standby row of each backend"""
+    harden: bool = True
+    """hardened workspaces (own user namespace, seccomp, dropped capabilities, masks); --no-harden measures
+    what the hardening costs"""
 
 
 def _settle(backend: str, max_s: float) -> None:
@@ -129,7 +132,7 @@ def run(args: Args) -> list[dict]:
         if report.get(b) is not None:
             print(f"skipping backend {b}: {report[b]}")
     baseline = host_memory_used()
-    ws = Workspace.start(probe_spec("forkbench", hold_mb=args.hold_mb))
+    ws = Workspace.start(probe_spec("forkbench", hold_mb=args.hold_mb, harden=args.harden))
     rows = []
     try:
         if args.browser:
@@ -166,7 +169,7 @@ def run(args: Args) -> list[dict]:
                     snap.release()
                 critical = live_fork_critical_path(ws, n, backend)
                 fork_p50 = statistics.median(times)
-                rows.append({"backend": backend, "clones": n, "standby": False, "snapshot_s": round(snap.dump_s, 4),
+                rows.append({"backend": backend, "clones": n, "standby": False, "harden": args.harden, "snapshot_s": round(snap.dump_s, 4),
                              "prepare_s": round(prepare_s, 4), "fork_p50_s": round(fork_p50, 4),
                              "critical_path_s": round(critical, 4),
                              "critical_path_vs_dump_plus_restore": round(critical / (snap.dump_s + fork_p50), 3),
