@@ -118,9 +118,16 @@ class RestoreOptions:
 _COMMON = ["--file-locks", "--tcp-established", "--manage-cgroups=ignore", "--network-lock", "skip", "-v4"]
 
 
+#: Where CRIU looks for an inotify watch's path when the watched inode's file handle cannot be opened (a /usr on
+#: 9p or NFS): Chromium watches the time zone's directory.
+IRMAP_SCAN_PATHS = ("/usr/share/zoneinfo",)
+
+
 def dump(opts: DumpOptions, timeout: float = 300) -> subprocess.CompletedProcess:
     cmd = [require_criu(), "dump", "-t", str(opts.pid), "-D", str(opts.images_dir), "--leave-running",
            "--ghost-limit", opts.ghost_limit, "-o", opts.log_file, *_COMMON]
+    for path in IRMAP_SCAN_PATHS:
+        cmd += ["--irmap-scan-path", path]
     for mnt, key in opts.external_mounts:
         cmd += ["--external", f"mnt[{mnt}]:{key}"]
     if opts.action_script:
@@ -288,5 +295,5 @@ def log_tail(path: Path, lines: int = 25) -> str:
     text = _log_end(path)
     if text is None:
         return f"(no log at {path})"
-    errors = [l for l in text if "Error" in l or "error" in l][-10:]
+    errors = [l for l in text if "Error (" in l][-10:]  # CRIU's own: not a path such as libgpg-error.so
     return "\n".join(errors + ["..."] + text[-lines:])

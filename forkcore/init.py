@@ -140,10 +140,10 @@ def stage1(cfg: dict) -> None:
     os.setsid()  # CRIU needs the session leader inside the pid namespace
     _mount("none", "/", None, MS_REC | MS_PRIVATE)
     _mount(root, root, None, MS_BIND)  # pivot_root refuses a mount a user namespace inherited locked
-    for src in cfg["binds"]:
-        _mount(src, root + src, None, MS_BIND | MS_REC)
+    for inside, src in cfg["binds"]:
+        _mount(src, root + inside, None, MS_BIND)
         # setuid programs of /usr (sudo) must work for a workspace's non-root users
-        _mount("none", root + src, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NODEV)
+        _mount("none", root + inside, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NODEV)
     if cfg.get("mem_dir"):
         _mount(cfg["mem_dir"], root + "/opt/bunshin/mem", None, MS_BIND)
         _mount("none", root + "/opt/bunshin/mem", None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)

@@ -16,6 +16,10 @@ from . import paths
 
 #: Host paths bound read-only into every workspace at the same path (CRIU sees them as external mounts).
 HOST_BINDS = ("/usr", str(paths.VENV))
+#: Where each of HOST_BINDS is bound once, without what is mounted below it on the host: in a workspace's user
+#: namespace such mounts are locked, and CRIU's restore of a bind whose source has locked mounts below it fails
+#: (open_tree: EINVAL). Workspaces bind these, and restores name them.
+BIND_SOURCES = Path("/run/bunshin/binds")
 #: Mount points created in the skeleton so that nothing is written to a workspace's upper at start.
 SKELETON_DIRS = (
     "proc", "sys", "dev", "run", "tmp", "root", "home", "usr", "mnt", "srv", "var/tmp", "var/log",
@@ -28,6 +32,34 @@ ETC_EXCLUDE = {"shadow", "shadow-", "gshadow", "gshadow-", "ssh", "apt", "machin
 _LAYOUT_VERSION = "3"
 #: Python packages of this project copied into the code layer (they run inside workspaces).
 CODE_PACKAGES = ("forkcore", "bunshin_gym", "envs")
+
+
+def bind_source(host_path: str) -> str:
+    """The mount of `host_path` alone (no submounts) under BIND_SOURCES, read-only; made on first use."""
+    import ctypes
+    import fcntl
+
+    MS_RDONLY, MS_NODEV, MS_REMOUNT, MS_BIND = 1, 4, 32, 4096
+    target = BIND_SOURCES / host_path.strip("/").replace("/", "_")
+    if _is_mount_point(target):
+        return str(target)
+    BIND_SOURCES.mkdir(parents=True, exist_ok=True)
+    libc = ctypes.CDLL(None, use_errno=True)
+    with open(BIND_SOURCES / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # concurrent first uses (threads, processes) mount it once
+        if not _is_mount_point(target):
+            target.mkdir(exist_ok=True)
+            for src, flags in ((host_path, MS_BIND), ("none", MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NODEV)):
+                if libc.mount(src.encode(), str(target).encode(), None, flags, None) != 0:
+                    e = ctypes.get_errno()
+                    raise OSError(e, f"binding {host_path} at {target}: {os.strerror(e)}")
+    return str(target)
+
+
+def _is_mount_point(path: Path) -> bool:
+    # not os.path.ismount: a bind from the same filesystem has its parent's st_dev
+    with open("/proc/self/mountinfo") as f:
+        return any(line.split()[4] == str(path) for line in f)
 
 
 def _layers_root() -> Path:

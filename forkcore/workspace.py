@@ -85,7 +85,7 @@ def _set_subreaper() -> None:
 def _external_mounts(dev_nodes: Sequence[str], mem_view: Path | None = None) -> list[tuple[str, str, str]]:
     """(mount point inside, key, host source) of every host bind; keys name them in CRIU images. MEM_MOUNT's
     source is the workspace's memfile view (memfile.py), or all of SHM_DIR for an unhardened one."""
-    out = [(b, "bind" + b.replace("/", "_"), b) for b in layers.HOST_BINDS]
+    out = [(b, "bind" + b.replace("/", "_"), layers.bind_source(b)) for b in layers.HOST_BINDS]
     out += [(f"/dev/{n}", f"dev_{n}", f"/dev/{n}") for n in dev_nodes]
     out.append((MEM_MOUNT, "bunshin_mem", str(mem_view or paths.SHM_DIR)))
     return out
@@ -189,7 +189,8 @@ class Workspace:
                "PYTHONPATH": paths.WS_CODE_DIR, "HOME": "/root", "TMPDIR": "/tmp", "LANG": "C.UTF-8",
                "PYTHONDONTWRITEBYTECODE": "1", **dict(spec.env)}
         dev_nodes = device_nodes()
-        cfg = {"merged": str(ws_dir / "merged"), "binds": list(layers.HOST_BINDS), "mem_dir": str(mem_dir),
+        cfg = {"merged": str(ws_dir / "merged"), "mem_dir": str(mem_dir),
+               "binds": [(b, layers.bind_source(b)) for b in layers.HOST_BINDS],
                "dev_nodes": dev_nodes, "userns": spec.harden, "tmpfs_mb": spec.tmpfs_mb,
                "ksm_mergeable": spec.ksm_mergeable, "python": py, "env": env}
         cgroups = WorkspaceCgroups(ws_id, pids_max=spec.pids_max, memory_max_mb=spec.memory_max_mb,
