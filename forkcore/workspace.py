@@ -2,9 +2,9 @@
 
 A workspace is one process tree in its own pid/mnt/net/ipc/uts namespaces (and, when hardened, its own user
 namespace) whose root is an overlay of read-only layers plus a private upper dir, mounted by the host (see
-init.py for what is mounted where). `Workspace.snapshot()`
-dumps it with CRIU while it keeps running and copies its upper into a new read-only layer; a `Snapshot`
-restores into any number of clones, each with fresh namespaces and its own upper. How clones get their
+init.py for what is mounted where). `Workspace.snapshot()` dumps it with CRIU while it keeps running and
+copies its upper into a new read-only layer; a `Snapshot` restores into any number of clones, each with fresh
+namespaces and its own upper. How clones get their
 memory is the job of a memory backend (backends.py).
 """
 from __future__ import annotations
@@ -103,13 +103,15 @@ def _umount(path: Path) -> None:
     _libc.umount2(str(path).encode(), 2)  # MNT_DETACH
 
 
-def _discard(ws_dir: Path, cgroups: WorkspaceCgroups) -> None:
-    """Undo a workspace that never came up: its processes, cgroups, mounts and state dir."""
+def _discard(ws_dir: Path, cgroups: WorkspaceCgroups, mem_view: Path | None) -> None:
+    """Undo a workspace that never came up: its processes, cgroups, mounts, state dir and memfile view."""
     cgroups.kill_all()
     cgroups.remove()
     _umount(ws_dir / "merged")
     _umount(ws_dir / "rw")
     shutil.rmtree(ws_dir, ignore_errors=True)
+    if mem_view is not None:
+        shutil.rmtree(mem_view, ignore_errors=True)
 
 
 def _start_time(pid: int) -> str | None:
@@ -195,27 +197,23 @@ class Workspace:
                "ksm_mergeable": spec.ksm_mergeable, "python": py, "env": env}
         cgroups = WorkspaceCgroups(ws_id, pids_max=spec.pids_max, memory_max_mb=spec.memory_max_mb,
                                    devices=dev_nodes if spec.harden else ())
-        _mount_overlay(lowers, ws_dir / "rw/upper", ws_dir / "rw/work", ws_dir / "merged")
-        stage1_log = open(ws_dir / "stage1.log", "wb")
-        try:
-            popen = subprocess.Popen(  # init.py's stage 0: makes the namespaces, forks PID 1
-                [py, "-m", "forkcore.init"],
-                env={"PATH": env["PATH"], "PYTHONPATH": str(_REPO_ROOT), "BUNSHIN_INIT_CONFIG": json.dumps(cfg),
-                     "PYTHONDONTWRITEBYTECODE": "1"},
-                stdin=subprocess.DEVNULL, stdout=stage1_log, stderr=subprocess.STDOUT, close_fds=True,
-                start_new_session=True, preexec_fn=cgroups.join_self)
-        except BaseException:
-            _discard(ws_dir, cgroups)
-            raise
-        finally:
-            stage1_log.close()
         (ws_dir / "owner.pid").write_text(str(os.getpid()))
+        popen = None
         try:
+            _mount_overlay(lowers, ws_dir / "rw/upper", ws_dir / "rw/work", ws_dir / "merged")
+            with open(ws_dir / "stage1.log", "wb") as stage1_log:
+                popen = subprocess.Popen(  # init.py's stage 0: makes the namespaces, forks PID 1
+                    [py, "-m", "forkcore.init"],
+                    env={"PATH": env["PATH"], "PYTHONPATH": str(_REPO_ROOT), "BUNSHIN_INIT_CONFIG": json.dumps(cfg),
+                         "PYTHONDONTWRITEBYTECODE": "1"},
+                    stdin=subprocess.DEVNULL, stdout=stage1_log, stderr=subprocess.STDOUT, close_fds=True,
+                    start_new_session=True, preexec_fn=cgroups.join_self)
             init_pid = cls._find_init(popen, ws_dir)
         except BaseException:
-            popen.kill()
-            popen.wait()
-            _discard(ws_dir, cgroups)
+            if popen is not None:
+                popen.kill()
+                popen.wait()
+            _discard(ws_dir, cgroups, mem_dir if spec.harden else None)
             raise
         (ws_dir / "init.pid").write_text(str(init_pid))
         ws = cls(spec, ws_id, init_pid, lowers, ws_dir, cgroups, dev_nodes=dev_nodes, backend="source",
@@ -693,9 +691,7 @@ class Snapshot:
                                     f"{criu.log_tail(log)}\nfull log: {keep or 'not kept'}", keep and str(keep))
             init_pid = int(pidfile.read_text())
         except BaseException:
-            _discard(ws_dir, cgroups)
-            if mem_view is not None:
-                shutil.rmtree(mem_view, ignore_errors=True)
+            _discard(ws_dir, cgroups, mem_view)
             raise
         self.retain()
         ws = Workspace(self.spec, ws_id, init_pid, self.lowers, ws_dir, cgroups, dev_nodes=self.dev_nodes,
