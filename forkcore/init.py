@@ -95,6 +95,16 @@ def _write_id_maps(pid: int) -> None:
             f.write(ID_MAP + "\n")
 
 
+def _run_or_exit(stage, cfg: dict) -> None:
+    """Run a stage that never returns (it execs or exits); if it raises, its traceback goes to stage1.log."""
+    try:
+        stage(cfg)
+    except BaseException:
+        traceback.print_exc()
+        sys.stderr.flush()
+    os._exit(1)
+
+
 def stage0(cfg: dict) -> None:
     """Host namespaces → the workspace's; forks PID 1 (stage 1) and exits with its status."""
     if cfg["userns"]:
@@ -123,12 +133,7 @@ def stage0(cfg: dict) -> None:
     _check(_libc.unshare(CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS), "unshare")
     init = os.fork()
     if init == 0:
-        try:
-            stage1(cfg)
-        except BaseException:
-            traceback.print_exc()
-            sys.stderr.flush()
-        os._exit(1)
+        _run_or_exit(stage1, cfg)
     status = os.waitpid(init, 0)[1]
     os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
 
@@ -304,10 +309,4 @@ if __name__ == "__main__":
     if sys.argv[1:] == ["--stage2"]:
         stage2()
     else:
-        cfg = json.loads(os.environ.pop("BUNSHIN_INIT_CONFIG"))
-        try:
-            stage0(cfg)
-        except BaseException:
-            traceback.print_exc()
-            sys.stderr.flush()
-            os._exit(1)
+        _run_or_exit(stage0, json.loads(os.environ.pop("BUNSHIN_INIT_CONFIG")))
