@@ -169,9 +169,9 @@ def run(args: Args) -> list[dict]:
                     snap.release()
                 critical = live_fork_critical_path(ws, n, backend)
                 fork_p50 = statistics.median(times)
-                rows.append({"backend": backend, "clones": n, "standby": False, "harden": args.harden, "snapshot_s": round(snap.dump_s, 4),
-                             "prepare_s": round(prepare_s, 4), "fork_p50_s": round(fork_p50, 4),
-                             "critical_path_s": round(critical, 4),
+                rows.append({"backend": backend, "clones": n, "standby": False, "harden": args.harden,
+                             "snapshot_s": round(snap.dump_s, 4), "prepare_s": round(prepare_s, 4),
+                             "fork_p50_s": round(fork_p50, 4), "critical_path_s": round(critical, 4),
                              "critical_path_vs_dump_plus_restore": round(critical / (snap.dump_s + fork_p50), 3),
                              "memory_mb": round(memory_mb, 1), "workspace_mb": round(workspace_mb, 1),
                              "pss_mb": round(pss_mb, 1), "workspace_pss_mb": round(workspace_pss_mb, 1),

@@ -19,7 +19,7 @@ from __future__ import annotations
 import ctypes
 import os
 
-from forkcore.init import MS_BIND, MS_NODEV, MS_NOEXEC, MS_NOSUID, MS_RDONLY, MS_REC, MS_REMOUNT, _mount
+from forkcore.init import MS_BIND, MS_NODEV, MS_NOEXEC, MS_NOSUID, MS_RDONLY, MS_REC, MS_REMOUNT, _check, _mount
 
 #: Docker's default capability set without NET_RAW and MKNOD (numbers: linux/capability.h)
 KEPT_CAPABILITIES = {
@@ -46,12 +46,6 @@ class _CapHeader(ctypes.Structure):
 
 class _CapData(ctypes.Structure):
     _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
-
-
-def _check(ret: int, what: str) -> None:
-    if ret != 0:
-        e = ctypes.get_errno()
-        raise OSError(e, f"workspace hardening: {what}: {os.strerror(e)}")
 
 
 def last_capability() -> int:
@@ -82,9 +76,11 @@ def drop_capabilities(kept: set[int] | None = None) -> None:
     kept = {c for c in kept if held >> c & 1}
     for cap in range(last_capability() + 1):
         if cap not in kept:
-            _check(_libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), f"dropping capability {cap} from the bounding set")
-    _check(_libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "clearing the ambient set")
+            _check(_libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0),
+                   f"workspace hardening: dropping capability {cap} from the bounding set")
+    _check(_libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0),
+           "workspace hardening: clearing the ambient set")
     masks = [sum(1 << (c - 32 * i) for c in kept if 32 * i <= c < 32 * (i + 1)) for i in (0, 1)]
     data = (_CapData * 2)(*[_CapData(m, m, 0) for m in masks])  # inheritable empty, as Docker since 20.10
-    _check(_libc.capset(ctypes.byref(_CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)), data), "capset")
+    _check(_libc.capset(ctypes.byref(_CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)), data), "workspace hardening: capset")
 

@@ -36,23 +36,20 @@ CODE_PACKAGES = ("forkcore", "bunshin_gym", "envs")
 
 def bind_source(host_path: str) -> str:
     """The mount of `host_path` alone (no submounts) under BIND_SOURCES, read-only; made on first use."""
-    import ctypes
     import fcntl
 
-    MS_RDONLY, MS_NODEV, MS_REMOUNT, MS_BIND = 1, 4, 32, 4096
+    from .init import MS_BIND, MS_NODEV, MS_RDONLY, MS_REMOUNT, _mount
+
     target = BIND_SOURCES / host_path.strip("/").replace("/", "_")
     if _is_mount_point(target):
         return str(target)
     BIND_SOURCES.mkdir(parents=True, exist_ok=True)
-    libc = ctypes.CDLL(None, use_errno=True)
     with open(BIND_SOURCES / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # concurrent first uses (threads, processes) mount it once
         if not _is_mount_point(target):
             target.mkdir(exist_ok=True)
-            for src, flags in ((host_path, MS_BIND), ("none", MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NODEV)):
-                if libc.mount(src.encode(), str(target).encode(), None, flags, None) != 0:
-                    e = ctypes.get_errno()
-                    raise OSError(e, f"binding {host_path} at {target}: {os.strerror(e)}")
+            _mount(host_path, str(target), None, MS_BIND)
+            _mount("none", str(target), None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NODEV)
     return str(target)
 
 

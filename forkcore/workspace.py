@@ -28,7 +28,7 @@ from typing import Any, Sequence
 from . import criu, layers, memfile, paths
 from .accounting import TreeMemory, namespace_pids, pids_in_namespace, proc_stat, tree_memory
 from .capabilities import non_root_services_snapshot, user_namespace_missing
-from .init import device_nodes
+from .init import MS_NODEV, device_nodes
 from .cgroups import WorkspaceCgroups
 from .errors import (KernelFeatureMissing, NotRoot, RestoreFailed, ServiceDied, SnapshotError, SnapshotReleased,
                      WorkspaceDestroyed, WorkspaceError)
@@ -93,8 +93,7 @@ def _external_mounts(dev_nodes: Sequence[str], mem_view: Path | None = None) -> 
 
 def _mount_overlay(lowers: Sequence[Path], upper: Path, work: Path, merged: Path) -> None:
     opts = f"lowerdir={':'.join(map(str, lowers))},upperdir={upper},workdir={work}"
-    MS_NODEV = 4  # device nodes only in /dev
-    if _libc.mount(b"overlay", str(merged).encode(), b"overlay", MS_NODEV, opts.encode()) != 0:
+    if _libc.mount(b"overlay", str(merged).encode(), b"overlay", MS_NODEV, opts.encode()) != 0:  # nodes only in /dev
         e = ctypes.get_errno()
         raise WorkspaceError(f"mounting the overlay at {merged} failed: {os.strerror(e)} (options: {opts})")
 
