@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shlex
 import signal
 import time
 from pathlib import Path
@@ -123,11 +124,12 @@ class WorkspaceCgroups:
         for path in self._joined():
             (path / "cgroup.procs").write_text(str(pid))
 
-    def join_self(self) -> None:
-        """For subprocess preexec_fn: move the calling process into the cgroups."""
-        for path in self._joined():
-            with open(path / "cgroup.procs", "w") as f:
-                f.write("0" if self.v1 else str(os.getpid()))
+    def exec_prefix(self) -> tuple[str, ...]:
+        """A command prefix that moves the process into the cgroups, then execs the rest of the command (so
+        everything it forks is born inside). Not a subprocess preexec_fn: Python code between fork and exec
+        can deadlock in a threaded process (a lock another thread held at the fork, e.g. tracemalloc's)."""
+        joins = " && ".join(f"echo $$ > {shlex.quote(str(path / 'cgroup.procs'))}" for path in self._joined())
+        return ("/bin/sh", "-c", f'{joins} && exec "$@"', "sh")
 
     def _set(self, frozen: bool, timeout: float = 10.0) -> None:
         if self.v1:

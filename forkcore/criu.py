@@ -111,7 +111,7 @@ class RestoreOptions:
     pidfile: Path
     external_mounts: tuple[tuple[str, str], ...] = ()  #: (key, host path) pairs
     log_file: Path = field(default=Path("restore.log"))
-    exec_prefix: tuple[str, ...] = ()  #: e.g. a helper that sets PR_SET_MEMORY_MERGE then execs criu
+    exec_prefix: tuple[str, ...] = ()  #: e.g. joining the clone's cgroups, a helper setting PR_SET_MEMORY_MERGE
 
 
 # Workspaces have loopback only, so CRIU need not lock the network with iptables.
@@ -157,10 +157,10 @@ def running(action: str) -> list[int]:
         return [pid for pid, a in _RUNNING.items() if a == action]
 
 
-def _start(cmd: list[str], env: dict, preexec_fn=None, *, action: str) -> subprocess.Popen:
+def _start(cmd: list[str], env: dict, *, action: str) -> subprocess.Popen:
     with _RUNNING_LOCK:
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                             stdin=subprocess.DEVNULL, preexec_fn=preexec_fn)
+                             stdin=subprocess.DEVNULL)
         _RUNNING[p.pid] = action
     return p
 
@@ -201,17 +201,17 @@ def reap_orphaned_helpers() -> list[int]:
 RESTORE_LOG_LIMIT = 256 << 20
 
 
-def restore(opts: RestoreOptions, timeout: float = 300, preexec_fn=None,
+def restore(opts: RestoreOptions, timeout: float = 300,
             log_limit_bytes: int | None = None) -> subprocess.CompletedProcess:
-    """Run the restore; `preexec_fn` runs in CRIU's process before it starts (e.g. joining a cgroup that every
-    restored task then inherits). A restore that outlives `timeout` raises TimeoutExpired; one whose log
+    """Run the restore (`opts.exec_prefix` may first move CRIU into a cgroup that every restored task then
+    inherits). A restore that outlives `timeout` raises TimeoutExpired; one whose log
     passes `log_limit_bytes` (default RESTORE_LOG_LIMIT) is killed and returns exit -9. Either way CRIU's own
     process is gone but tasks it forked may not be: the caller kills them (forkcore: the clone's cgroup)."""
     cmd = [*opts.exec_prefix, require_criu(), "restore", "-D", str(opts.images_dir), "-d", "--root", str(opts.root),
            "--pidfile", str(opts.pidfile), "-o", str(opts.log_file), *_COMMON]
     for key, host_path in opts.external_mounts:
         cmd += ["--external", f"mnt[{key}]:{host_path}"]
-    p = _start(cmd, criu_env(), preexec_fn, action="restore")
+    p = _start(cmd, criu_env(), action="restore")
     try:
         limit = RESTORE_LOG_LIMIT if log_limit_bytes is None else log_limit_bytes
         return _wait_restore(p, cmd, opts, timeout, limit)

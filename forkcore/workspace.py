@@ -202,11 +202,11 @@ class Workspace:
             _mount_overlay(lowers, ws_dir / "rw/upper", ws_dir / "rw/work", ws_dir / "merged")
             with open(ws_dir / "stage1.log", "wb") as stage1_log:
                 popen = subprocess.Popen(  # init.py's stage 0: makes the namespaces, forks PID 1
-                    [py, "-m", "forkcore.init"],
+                    [*cgroups.exec_prefix(), py, "-m", "forkcore.init"],
                     env={"PATH": env["PATH"], "PYTHONPATH": str(_REPO_ROOT), "BUNSHIN_INIT_CONFIG": json.dumps(cfg),
                          "PYTHONDONTWRITEBYTECODE": "1"},
                     stdin=subprocess.DEVNULL, stdout=stage1_log, stderr=subprocess.STDOUT, close_fds=True,
-                    start_new_session=True, preexec_fn=cgroups.join_self)
+                    start_new_session=True)
             init_pid = cls._find_init(popen, ws_dir)
         except BaseException:
             if popen is not None:
@@ -679,7 +679,7 @@ class Snapshot:
                 r = criu.restore(criu.RestoreOptions(
                     images_dir=images, root=ws_dir / "merged", pidfile=pidfile, log_file=log,
                     external_mounts=tuple((k, src) for _, k, src in _external_mounts(self.dev_nodes, mem_view)),
-                    exec_prefix=impl.exec_prefix()), timeout=self.restore_timeout_s, preexec_fn=cgroups.join_self)
+                    exec_prefix=(*cgroups.exec_prefix(), *impl.exec_prefix())), timeout=self.restore_timeout_s)
             except subprocess.TimeoutExpired:
                 r = subprocess.CompletedProcess([], returncode=-9, stderr=f"timed out after {self.restore_timeout_s} s")
             if r.returncode != 0 or not pidfile.exists():
