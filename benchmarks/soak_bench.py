@@ -20,10 +20,12 @@ Every exception and every step error is counted by type. At the end every env is
 and gc run, and what outlived it all is counted against the start: processes, mounts, pid namespaces, cgroups,
 this process's fds, state dirs, memfiles. Writes OUT/soak.json = {"envs", "minutes", "episodes", "steps",
 "forks", "errors_by_type", "faults_injected", "leaked": {...}, "leaked_processes", "host_mb_start", "host_mb_end",
-"samples"} and OUT/soak.png (host memory and live workspaces over time, faults marked).
+"self_rss_mb_per_min_second_half" (is memory flat once the caches are full?), "samples"} and OUT/soak.png
+(host memory and live workspaces over time, faults marked).
 """
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import random
@@ -37,6 +39,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import gymnasium as gym
+import numpy as np
 
 import bunshin_gym  # noqa: F401 - registers the envs
 from forkcore import accounting, criu, memfile, paths
@@ -222,10 +225,14 @@ class Soak:
 
     # ---- measurement --------------------------------------------------------------------------------
     def sampler(self) -> None:
+        from bunshin_gym.runtime import runtime
+
         while time.monotonic() < self.deadline:
             self.samples.append({"t_s": round(time.monotonic() - self.t0, 1),
                                  "host_mb": round(accounting.host_memory_used() / 2**20),
                                  "self_rss_mb": round(_self_rss() / 2**20),
+                                 "results_mb": round(runtime().prefix_cache.results.used / 2**20),
+                                 "malloc_free_mb": _malloc_free_mb(),
                                  "shmem_mb": round(accounting.meminfo().get("Shmem", 0) / 2**20),
                                  "workspaces": len([w for w in list(_LIVE) if not w._destroyed])})
             time.sleep(self.a.sample_s)
@@ -264,6 +271,29 @@ def full_state_dir_snapshot(where: Path, size_mb: int = 64) -> dict:
         return json.loads(r.stdout.strip().splitlines()[-1])
     finally:
         subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                      "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+
+def _malloc_free_mb() -> int | None:
+    """MB that malloc's heaps hold free (fragmentation the process keeps); None off glibc."""
+    try:
+        mallinfo2 = ctypes.CDLL(None).mallinfo2
+    except (OSError, AttributeError):
+        return None
+    mallinfo2.restype = _MallInfo2
+    return round(mallinfo2().fordblks / 2**20)
+
+
+def rss_slope_mb_per_min(samples: list[dict], since_s: float) -> float | None:
+    """Least-squares slope of this process's RSS (MB per minute) over the samples from `since_s` on."""
+    pts = [(s["t_s"] / 60, s["self_rss_mb"]) for s in samples if s["t_s"] >= since_s]
+    if len(pts) < 3:
+        return None
+    return round(float(np.polyfit([t for t, _ in pts], [m for _, m in pts], 1)[0]), 2)
 
 
 def _self_rss() -> int:
@@ -352,6 +382,7 @@ def run(a: Args, progress: bool = True) -> dict:
               "leaked": {k: end[k] - start[k] for k in start}, "census_start": start, "census_end": end,
               "leaked_processes": {pid: d for pid, d in end_pids.items() if pid not in start_pids},
               "host_mb_start": round(host_start / 2**20), "host_mb_end": round(accounting.host_memory_used() / 2**20),
+              "self_rss_mb_per_min_second_half": rss_slope_mb_per_min(soak.samples, a.minutes * 30),
               "samples": soak.samples, "args": asdict(a)}
     (out / "soak.json").write_text(json.dumps(result, indent=1))
     _plot(result, out / "soak.png")
