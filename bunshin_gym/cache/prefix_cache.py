@@ -99,7 +99,8 @@ class PrefixCache:
             return list(self._trees.values())
 
     def close(self) -> None:
-        """Release every retained snapshot and forget every tree."""
+        """Release every retained snapshot and forget every tree and the results they recorded."""
         self.pool.close()
         with self._lock:
             self._trees.clear()
+            self.results.clear()

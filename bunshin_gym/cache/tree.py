@@ -170,6 +170,11 @@ class ResultLedger:
         node.nbytes = 0
         self._leaves.pop(node, None)
 
+    def clear(self) -> None:
+        """Forget every node (the cache is closing): the leaf list must not keep the trees' results alive."""
+        self._leaves.clear()
+        self.used = 0
+
     def drop_tree(self, tree: PrefixTree) -> None:
         """Stop counting a tree that is being let go (e.g. replaced by another of the same task)."""
         nodes = list(tree.iter_nodes())
