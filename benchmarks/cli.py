@@ -1,5 +1,5 @@
-"""The benchmark commands of the `bunshin` CLI: `bunshin bench fork|epoch|webarena|osworld|reset|lookup|soak` and
-`bunshin demo`.
+"""The benchmark commands of the `bunshin` CLI: `bunshin bench fork|epoch|webarena|osworld|reset|lookup|soak`,
+`bunshin bench figure NAME|figures` (the papers' figures, benchmarks/figures) and `bunshin demo`.
 
 The core CLI (bunshin_gym.cli) finds them through the `bunshin.commands` entry points in pyproject.toml
 (`app` as the `bench` group, `demo` as a top-level command), so bunshin_gym never imports benchmarks.
@@ -68,6 +68,39 @@ def bench_epoch(env: str = typer.Option("webarena", help="webarena, osworld or a
     typer.echo(f"wrote {out / 'epoch.json'} and {out}/epoch_*.png")
 
 
+@app.command("figure")
+def bench_figure(name: Optional[str] = typer.Argument(None, help="figure to run (see --list)"),
+                 quick: bool = typer.Option(False, help="CI scale: a few minutes"),
+                 list_: bool = typer.Option(False, "--list", help="list the figures and exit"),
+                 out: Path = typer.Option(Path("bench-out/figures"), help="output directory")) -> None:
+    """One of the papers' figures beside the paper's numbers → OUT/NAME.json + OUT/NAME.png."""
+    from benchmarks.figures import FIGURES, run_figure
+
+    if list_ or name is None:
+        for fig, what in FIGURES.items():
+            typer.echo(f"{fig:<10} {what}")
+        return
+    try:
+        result = run_figure(name, quick, out)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+    typer.echo(json.dumps({"paper": result["paper"], "ours": result["ours"]}, indent=1)[:3000])
+    typer.echo(f"wrote {out / (name + '.json')} and {out / (name + '.png')}")
+
+
+@app.command("figures")
+def bench_figures(quick: bool = typer.Option(False, help="CI scale: a few minutes each"),
+                  out: Path = typer.Option(Path("bench-out/figures"), help="output directory")) -> None:
+    """Every figure, then OUT/index.html showing each PNG with its paper-vs-ours table."""
+    from benchmarks.figures import FIGURES, run_figure
+    from benchmarks.figures.common import write_index
+
+    for name in FIGURES:
+        typer.echo(f"== {name}")
+        run_figure(name, quick, out)
+    typer.echo(f"wrote {write_index(out)}")
+
+
 @app.command("soak")
 def bench_soak(envs: int = typer.Option(8, help="envs running at once (both kinds, alternating)"),
                minutes: float = typer.Option(30.0, help="how long"),
@@ -80,7 +113,8 @@ def bench_soak(envs: int = typer.Option(8, help="envs running at once (both kind
     r = run(Args(envs=envs, minutes=minutes, fault_every_s=fault_every_s, max_steps=max_steps, out=str(out)))
     typer.echo(f"{r['episodes']} episodes, {r['steps']} steps, {r['forks']} forks; faults {r['faults_injected']}")
     typer.echo(f"errors by type: {r['errors_by_type']}")
-    typer.echo(f"leaked: {r['leaked']}; host memory {r['host_mb_start']} -> {r['host_mb_end']} MB")
+    typer.echo(f"leaked: {r['leaked']}; host memory {r['host_mb_start']} -> {r['host_mb_end']} MB; this process "
+               f"{r['self_rss_mb_per_min_second_half']} MB/min over the second half")
     typer.echo(f"wrote {out / 'soak.json'} and {out / 'soak.png'}")
 
 

@@ -56,7 +56,8 @@ class Args:
     what the hardening costs"""
 
 
-def _settle(backend: str, max_s: float) -> None:
+def settle(backend: str, max_s: float) -> None:
+    """Wait until memory stops changing: KSM until pages_sharing is stable for 5 s (at most max_s), else 2 s."""
     if backend != "ksm":
         time.sleep(min(2.0, max_s))
         return
@@ -159,7 +160,7 @@ def run(args: Args) -> list[dict]:
                         bar.update(1)
                     for c in clones:  # every clone must be alive and answering
                         c.call("probe.counter")
-                    _settle(backend, args.settle_max_s)
+                    settle(backend, args.settle_max_s)
                     memory_mb = (host_memory_used() - baseline) / 2**20
                     # PSS of source + clones: immune to other programs on a shared machine
                     pss_mb = (ws.memory().pss + sum(c.memory().pss for c in clones)) / 2**20
