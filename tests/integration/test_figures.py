@@ -1,0 +1,60 @@
+"""`bunshin bench figure NAME --quick` for the cheap figures (Fig 1, Fig 12, DeltaBox): each writes its JSON
+beside the paper's numbers and a PNG, and what it measures holds the figure's claim on this machine."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks.figures import FIGURES, run_figure
+
+pytestmark = [pytest.mark.criu, pytest.mark.slow]
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _written(out: Path, name: str) -> dict:
+    result = json.loads((out / f"{name}.json").read_text())
+    assert set(result) == {"figure", "paper", "ours", "machine", "args"} and result["figure"] == name
+    assert result["paper"] and result["machine"]["cores"] >= 1
+    assert (out / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    return result
+
+
+def test_the_cli_lists_every_figure_and_refuses_an_unknown_one():
+    run = [sys.executable, "-m", "bunshin_gym.cli", "bench", "figure"]
+    listed = subprocess.run(run + ["--list"], capture_output=True, text=True, cwd=REPO, check=True).stdout
+    assert all(name in listed for name in FIGURES)
+    bad = subprocess.run(run + ["fig99"], capture_output=True, text=True, cwd=REPO)
+    assert bad.returncode != 0 and "unknown figure 'fig99'" in bad.stderr + bad.stdout
+
+
+@pytest.mark.browser
+def test_fig1_one_groups_envs_share_more_memory_than_envs_of_different_tasks(tmp_path):
+    run_figure("fig1", True, tmp_path)
+    ours = _written(tmp_path, "fig1")["ours"]
+    across, step0 = ours["across_tasks"], ours["group_step0"]
+    assert across["mb_per_env"] > 50 and step0["mb_per_env"] > 50, "a WebArena env holds Chromium + the shop"
+    # restored from one task snapshot, a group starts from identical memory; different tasks share files mostly
+    assert step0["total_pct"] > across["total_pct"] and step0["total_pct"] > 80, ours
+    assert across["pct_by_kind"]["file cache"] > 0, ours
+
+
+@pytest.mark.desktop
+def test_fig12_forks_of_an_osworld_env_grow_memory_and_ours_is_written_beside_criu(tmp_path):
+    run_figure("fig12", True, tmp_path)
+    ours = _written(tmp_path, "fig12")["ours"]
+    private = ours["curves"]["private"]
+    assert [r["forks"] for r in private] == [2, 4]
+    assert private[1]["pss_gb"] > private[0]["pss_gb"], "each CRIU-private fork adds its own copy"
+    assert ours["ours_backend"] in ours["curves"] and ours["gb_per_fork"]["private"] > 0
+
+
+@pytest.mark.browser
+def test_deltabox_a_standby_rollback_beats_a_criu_restore(tmp_path):
+    run_figure("deltabox", True, tmp_path)
+    ours = _written(tmp_path, "deltabox")["ours"]
+    assert len(ours["checkpoint_ms"]) == len(ours["rollback_ms"]) == len(ours["criu_restore_ms"]) == 3
+    assert 0 < ours["rollback_ms_p50"] < ours["criu_restore_ms_p50"], ours
