@@ -122,8 +122,8 @@ def _envs(task_ids_: list[str]):
 
 
 def run(a: Args) -> dict:
-    others = [t for t in task_ids() if t != a.group_task]
-    tasks = [a.group_task] + [str(t) for t in random.Random(0).sample(others, a.envs - 1)]
+    others = [str(t) for t in task_ids() if str(t) != a.group_task]
+    tasks = [a.group_task] + random.Random(0).sample(others, a.envs - 1)
     out = {}
     bar = tqdm(total=3, desc="fig1 settings", unit="setting")
     across = _envs(tasks)
