@@ -101,23 +101,30 @@ def live_fork_critical_path(ws: Workspace, n: int, backend: str) -> float:
             c.destroy()
 
 
+def standby_takes_s(snap, backend: str, takes: int, method: str = "probe.counter") -> list[float]:
+    """Seconds from taking a frozen standby clone of `snap` until it answered `method`, `takes` times; before
+    each take the pool refills (as it would while a policy thinks)."""
+    times = []
+    with StandbyPool(snap, size=1, backend=backend) as pool:
+        for _ in range(takes):
+            deadline = time.monotonic() + 120
+            while pool.ready < 1 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            t0 = time.monotonic()
+            clone = pool.take_ready()
+            if clone is None:
+                raise RuntimeError(f"standby pool of backend {backend} never refilled: {pool.last_error}")
+            clone.call(method)
+            times.append(time.monotonic() - t0)
+            clone.destroy()
+    return times
+
+
 def standby_row(ws: Workspace, backend: str, takes: int) -> dict:
     """One clone of a retained snapshot with a standby ready: thaw + first answer (p50 over `takes`)."""
     snap = ws.snapshot()
-    times = []
     try:
-        with StandbyPool(snap, size=1, backend=backend) as pool:
-            for _ in range(takes):
-                deadline = time.monotonic() + 120
-                while pool.ready < 1 and time.monotonic() < deadline:  # the refill runs while a policy thinks
-                    time.sleep(0.05)
-                t0 = time.monotonic()
-                clone = pool.take_ready()
-                if clone is None:
-                    raise RuntimeError(f"standby pool of backend {backend} never refilled: {pool.last_error}")
-                clone.call("probe.counter")
-                times.append(time.monotonic() - t0)
-                clone.destroy()
+        times = standby_takes_s(snap, backend, takes)
     finally:
         snap.release()
     return {"backend": backend, "clones": 1, "standby": True, "critical_path_s": round(statistics.median(times), 4),

@@ -18,8 +18,8 @@ import gymnasium as gym
 from tqdm import tqdm
 
 import bunshin_gym  # noqa: F401 - registers the envs
+from benchmarks.fork_bench import standby_takes_s
 from forkcore.backends import get_backend
-from forkcore.standby import StandbyPool
 
 PAPER = {"deltabox_checkpoint_ms": 10.83, "deltabox_rollback_ms": 1.86, "v1_checkpoint_ms": 14.0,
          "v1_rollback_ms": 5.0, "source": "DeltaBox v2 (v1 abstract: 14 ms checkpoint, 5 ms rollback); "
@@ -50,11 +50,11 @@ def _first_answer_ms(t0: float, ws) -> float:
 def run(a: Args) -> dict:
     best = get_backend("auto").name
     env = gym.make("BunshinWebArena-v0", task_id=a.task_id, cache=False)
-    checkpoint, standby, restore = [], [], []
+    checkpoint, restore = [], []
     try:
         env.reset(seed=0)
         ws = env.unwrapped.live_workspace()
-        with tqdm(total=3 * a.repeats, desc="deltabox", unit="op") as bar:
+        with tqdm(total=2 * a.repeats + 1, desc="deltabox", unit="op") as bar:
             for _ in range(a.repeats):
                 snap = ws.snapshot()
                 checkpoint.append(snap.dump_s * 1e3)
@@ -62,18 +62,8 @@ def run(a: Args) -> dict:
                 bar.update(1)
             snap = ws.snapshot()
             try:
-                with StandbyPool(snap, size=1, backend=best) as pool:
-                    for _ in range(a.repeats):
-                        deadline = time.monotonic() + 120
-                        while pool.ready < 1 and time.monotonic() < deadline:  # refilled while a policy thinks
-                            time.sleep(0.05)
-                        t0 = time.monotonic()
-                        clone = pool.take_ready()
-                        if clone is None:
-                            raise RuntimeError(f"the standby pool never refilled: {pool.last_error}")
-                        standby.append(_first_answer_ms(t0, clone))
-                        clone.destroy()
-                        bar.update(1)
+                standby = [s * 1e3 for s in standby_takes_s(snap, best, a.repeats, method="ping")]
+                bar.update(1)
                 for _ in range(a.repeats):
                     t0 = time.monotonic()
                     clone = snap.fork(1, backend="private")[0]
@@ -86,7 +76,6 @@ def run(a: Args) -> dict:
         env.close()
     ours = {"checkpoint_ms_p50": round(statistics.median(checkpoint), 1),
             "rollback_ms_p50": round(statistics.median(standby), 1),
-            "criu_dump_ms_p50": round(statistics.median(checkpoint), 1),
             "criu_restore_ms_p50": round(statistics.median(restore), 1),
             "rollback_backend": best, "checkpoint_ms": [round(x, 1) for x in checkpoint],
             "rollback_ms": [round(x, 1) for x in standby], "criu_restore_ms": [round(x, 1) for x in restore]}
