@@ -55,6 +55,11 @@ def bench_epoch(env: str = typer.Option("webarena", help="webarena, osworld or a
                 detour_skew: float = typer.Option(1.0, help="Zipf exponent of detours (0: uniform)"),
                 speculate_min_idle_cpus: float = typer.Option(0.5, help="a chain starts only while this many CPUs "
                                                               "were idle over the last second (0: always)"),
+                drift_step: float = typer.Option(0.0, help="policy drift: detour probability drops this much "
+                                                 "per iteration (0: none)"),
+                novel_from: int = typer.Option(0, help="policy drift: from this iteration on, detours include new "
+                                               "calls (0: never)"),
+                backend: str = typer.Option("auto", help="memory backend of every workspace (private: CRIU's)"),
                 configs: str = typer.Option("base,cache,spec,cache_spec", help="configurations"),
                 out: Path = typer.Option(Path("bench-out/epoch"), help="output directory")) -> None:
     """Replayed GRPO epoch: base vs cache vs spec vs cache_spec → OUT/epoch.json + PNGs."""
@@ -62,8 +67,8 @@ def bench_epoch(env: str = typer.Option("webarena", help="webarena, osworld or a
 
     result = run(Args(env=resolve_env(env), tasks=tasks, group=group, iterations=iterations, concurrency=concurrency,
                       think_median_s=think_median_s, perturb_p=perturb_p, detour_skew=detour_skew,
-                      speculate_min_idle_cpus=speculate_min_idle_cpus,
-                      configs=tuple(c for c in configs.split(",") if c), out=str(out)))
+                      speculate_min_idle_cpus=speculate_min_idle_cpus, drift_step=drift_step,
+                      novel_from=novel_from, backend=backend, configs=tuple(c for c in configs.split(",") if c), out=str(out)))
     _print_epoch(result)
     typer.echo(f"wrote {out / 'epoch.json'} and {out}/epoch_*.png")
 
@@ -84,7 +89,10 @@ def bench_figure(name: Optional[str] = typer.Argument(None, help="figure to run 
         result = run_figure(name, quick, out)
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None
-    typer.echo(json.dumps({"paper": result["paper"], "ours": result["ours"]}, indent=1)[:3000])
+    from benchmarks.figures.common import scalars
+
+    for side in ("paper", "ours"):
+        typer.echo(f"{side}: " + ", ".join(f"{k}={v}" for k, v in scalars(result[side]).items()))
     typer.echo(f"wrote {out / (name + '.json')} and {out / (name + '.png')}")
 
 

@@ -15,7 +15,9 @@ Rewards must be identical across configurations: the cache and speculation may c
 
 Writes OUT/epoch.json = {"think_time", "args", "configs": {name: {"wall_s", "peak_memory_mb",
 "hit_rate_per_iteration", "spec_accuracy", "speculations_started", "tail_steps_speculating_vs_not",
-"cpu_busy_fraction", "running_over_time", "rewards", "actions" (each rollout's, in the order of "rewards"),
+"cpu_busy_fraction", "running_over_time", "memory_over_time_mb" (host memory above the configuration's start),
+"reward_per_iteration" (mean), "step_exec_s_p50_per_iteration" (median seconds of one step() call) and "step_exec_s_p50" (all), "rewards",
+"actions" (each rollout's, in the order of "rewards"),
 "iterations" (each one's wall and its slowest rollout: steps, hits, think_s, exec_s), "think_floor_s"}}}
 and OUT/epoch_*.png. The slowest rollout of an iteration is its critical path; "think_floor_s" (the sum over
 iterations of the longest think time of one rollout, the same in every configuration) is the wall an epoch
@@ -26,6 +28,7 @@ OSWorld:   bunshin bench epoch --env osworld --tasks 2 --group 4 --iterations 2 
 from __future__ import annotations
 
 import json
+import statistics
 import threading
 import time
 from dataclasses import asdict, dataclass
@@ -37,7 +40,7 @@ from tqdm import tqdm
 import bunshin_gym  # noqa: F401 - registers the envs
 from bunshin_gym import adapter_for
 from bunshin_gym.runtime import cpu_times, runtime
-from bunshin_gym.rollout import StochasticTracePolicy, TailSpeculation, ThinkTimeModel, run_rollouts
+from bunshin_gym.rollout import DriftingTracePolicy, StochasticTracePolicy, TailSpeculation, ThinkTimeModel, run_rollouts
 from bunshin_gym.speculation import (SelectorConfig, SpecToolSelector, TailConfig, TailSelector, TimingModel, Trajectory,
                                      TrajectoryStep)
 from forkcore import host_memory_used
@@ -65,6 +68,14 @@ class Args:
     """probability that a sample takes a detour (a candidate action) instead of the oracle's next action"""
     detour_skew: float = 1.0
     """Zipf exponent of the detour drawn (0: uniform over the candidates; see StochasticTracePolicy)"""
+    drift_step: float = 0.0
+    """policy drift: the detour probability drops by this each iteration (0: no drift; see DriftingTracePolicy)"""
+    novel_from: int = 0
+    """policy drift: from this iteration (1-based) on, detours include calls no earlier iteration made (0: never)"""
+    novel_p: float = 0.5
+    """policy drift: share of detours that are such new calls from `novel_from` on"""
+    backend: str = "auto"
+    """forkcore memory backend of every workspace ("private": CRIU's private copies)"""
     speculate_k: int = 3
     """speculative chain length"""
     speculate_min_idle_cpus: float = 0.5
@@ -126,6 +137,7 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
     baseline = host_memory_used()
     peak = [0]
     running: list[list[float]] = []
+    memory: list[list[float]] = []
     alive = [0]
     lock = threading.Lock()
     stop = threading.Event()
@@ -135,15 +147,17 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
 
     def sampler():
         while not stop.is_set():
+            used = host_memory_used() - baseline
             with lock:
                 running.append([round(time.monotonic() - t_start, 2), alive[0]])
-            peak[0] = max(peak[0], host_memory_used() - baseline)
+            memory.append([running[-1][0], round(used / 2**20, 1)])
+            peak[0] = max(peak[0], used)
             time.sleep(0.5)
 
     mon = threading.Thread(target=sampler, daemon=True)
     mon.start()
     hit_rates, rewards, actions, matched, predicted, started, tail_steps = [], [], [], 0, 0, 0, [0, 0]
-    iterations = []
+    iterations, iteration_rewards, step_exec_p50, exec_all = [], [], [], []
     bar = tqdm(total=args.iterations * len(tasks) * args.group, desc=config, unit="rollout", disable=not progress)
     for it in range(args.iterations):
         selector = tail = None
@@ -154,9 +168,13 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
             tail = TailSpeculation(TailSelector(TimingModel().fit(timed), TailConfig(quantile=args.tail_quantile)))
         envs_stats = []
 
-        def policy(task_id, g):
+        def policy(task_id, g, it=it):
             with lock:
                 alive[0] += 1
+            if args.drift_step or args.novel_from:
+                return DriftingTracePolicy(oracles[task_id], it, args.perturb_p, args.drift_step,
+                                           args.novel_from - 1 if args.novel_from else None, args.novel_p,
+                                           args.detour_skew)
             return StochasticTracePolicy(oracles[task_id], args.perturb_p, args.detour_skew)
 
         def done(r):
@@ -169,10 +187,14 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
                                 seed=args.seed * 1000 + it, on_progress=done, clock0=t_start, tail=tail,
                                 env_kwargs={"cache": use_cache, "selector": selector, "speculate_k": args.speculate_k,
                                             "speculate_min_idle_cpus": args.speculate_min_idle_cpus,
-                                            "stats_sink": envs_stats})
+                                            "stats_sink": envs_stats, "backend": args.backend})
         iterations.append(critical_path(rollouts, time.monotonic() - t_start - sum(i["wall_s"] for i in iterations)))
         steps = sum(len(r.steps) for r in rollouts)
         hit_rates.append(round(sum(r.hits for r in rollouts) / max(1, steps), 4))
+        iteration_rewards.append(round(statistics.fmean(r.reward for r in rollouts), 4))
+        exec_s = [s.exec_s for r in rollouts for s in r.steps]
+        exec_all += exec_s
+        step_exec_p50.append(round(statistics.median(exec_s), 4))
         rewards += [r.reward for r in rollouts]
         actions += [r.actions for r in rollouts]
         for s in envs_stats:
@@ -192,7 +214,10 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
             "spec_accuracy": round(matched / predicted, 4) if use_spec and predicted else None,
             "speculations_started": started if use_spec else None,
             "tail_steps_speculating_vs_not": tail_steps if use_spec else None,
-            "cpu_busy_fraction": round(busy / max(total, 1), 3), "running_over_time": running, "rewards": rewards,
+            "cpu_busy_fraction": round(busy / max(total, 1), 3), "running_over_time": running,
+            "memory_over_time_mb": memory, "reward_per_iteration": iteration_rewards,
+            "step_exec_s_p50_per_iteration": step_exec_p50, "step_exec_s_p50": round(statistics.median(exec_all), 4),
+            "rewards": rewards,
             "actions": actions, "iterations": iterations,
             "think_floor_s": round(sum(i["longest_think_s"] for i in iterations), 2)}
 

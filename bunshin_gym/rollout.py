@@ -68,10 +68,42 @@ class StochasticTracePolicy:
     def act(self, observation, env, rng) -> str:
         candidates = env.unwrapped.adapter.candidate_actions(observation)
         if self.i < len(self.oracle) - 1 and candidates and rng.random() < self.p:
-            ranked = sorted(candidates, key=lambda a: hashlib.sha1(a.encode()).digest())
+            ranked = sorted(self.detour_pool(candidates, rng), key=_action_hash)
             return rng.choices(ranked, weights=[(r + 1) ** -self.skew for r in range(len(ranked))])[0]
         self.i += 1
         return self.oracle[min(self.i, len(self.oracle)) - 1]
+
+    def detour_pool(self, candidates: list[str], rng: random.Random) -> list[str]:
+        """The candidates a detour is drawn from (all of them here)."""
+        return candidates
+
+
+def _action_hash(action: str) -> bytes:
+    return hashlib.sha1(action.encode()).digest()
+
+
+class DriftingTracePolicy(StochasticTracePolicy):
+    """A training policy's samples at `epoch` (0-based) of a run whose policy drifts (BunshinRL Fig 10).
+
+    It detours with probability `perturb_p - epoch * drift_step` (floored at 0): it follows the oracle more
+    as it trains. Its detours come from the "familiar" half of the candidates (even first hash byte) until
+    epoch `novel_from`; from then on a detour comes from the other half with probability `novel_p`: calls no
+    earlier epoch made. The rollout's seed (one per epoch) draws the detours."""
+
+    def __init__(self, oracle: Sequence[str], epoch: int, perturb_p: float = 0.3, drift_step: float = 0.05,
+                 novel_from: int | None = None, novel_p: float = 0.5, detour_skew: float = 1.0) -> None:
+        if epoch < 0 or drift_step < 0 or not 0.0 <= novel_p <= 1.0:
+            raise ValueError(f"epoch={epoch}, drift_step={drift_step}, novel_p={novel_p}: expected epoch >= 0, "
+                             "drift_step >= 0 and novel_p in [0, 1]")
+        super().__init__(oracle, max(0.0, perturb_p - epoch * drift_step), detour_skew)
+        self.novel_p = novel_p if novel_from is not None and epoch >= novel_from else 0.0
+
+    def detour_pool(self, candidates: list[str], rng: random.Random) -> list[str]:
+        familiar = [a for a in candidates if _action_hash(a)[0] % 2 == 0]
+        novel = [a for a in candidates if _action_hash(a)[0] % 2 == 1]
+        if novel and self.novel_p and rng.random() < self.novel_p:
+            return novel
+        return familiar or candidates
 
 
 class RandomPolicy:

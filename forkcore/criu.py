@@ -285,6 +285,20 @@ def _log_end(path: Path, max_bytes: int = 4 << 20) -> list[str] | None:
         return None
 
 
+def stats(images_dir: Path, action: str = "dump") -> dict:
+    """CRIU's own account of a dump or restore in `images_dir` (its stats-dump / stats-restore image), e.g.
+    dump: freezing_time, frozen_time (how long the tree stood frozen), memdump_time, memwrite_time (µs),
+    pages_written; restore: restore_time (µs), pages_restored. {} when CRIU wrote none."""
+    path = Path(images_dir) / f"stats-{action}"
+    if not path.exists():
+        return {}
+    import pycriu.images  # comes with CRIU (scripts/setup.sh)
+
+    with open(path, "rb") as f:
+        entries = pycriu.images.load(f)["entries"]
+    return dict(entries[0].get(action, {})) if entries else {}
+
+
 def dump_raced(log_path: Path) -> bool:
     """True if the dump in `log_path` failed only because the tree changed while it was seized (a retry works)."""
     return any(e.search(line) for line in _log_end(log_path) or () for e in _RACED_DUMP_ERRORS)

@@ -587,6 +587,13 @@ class Snapshot:
     def released(self) -> bool:
         return self._refs <= 0
 
+    @property
+    def frozen_s(self) -> float | None:
+        """How long the workspace stood frozen for this snapshot, as CRIU measured it (its stats-dump; the
+        rest of `dump_s` ran while the workspace ran on); None when CRIU recorded no stats."""
+        frozen_us = criu.stats(self.images, "dump").get("frozen_time")
+        return None if frozen_us is None else frozen_us / 1e6
+
     def size_bytes(self) -> int:
         total = 0
         for dirpath, _, files in os.walk(self.dir):

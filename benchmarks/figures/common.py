@@ -24,7 +24,10 @@ def machine() -> dict:
 
 def write_figure(name: str, module, args, ours: dict, out: Path) -> dict:
     out.mkdir(parents=True, exist_ok=True)
-    result = {"figure": name, "paper": module.PAPER, "ours": ours, "machine": machine(), "args": asdict(args)}
+    rows = [{"what": what, "paper": theirs, "ours": mine, "ratio": round(mine / theirs, 3) if theirs else None}
+            for what, theirs, mine in module.vs_paper(ours, module.PAPER)]
+    result = {"figure": name, "paper": module.PAPER, "ours": {**ours, "vs_paper": rows}, "machine": machine(),
+              "args": asdict(args)}
     (out / f"{name}.json").write_text(json.dumps(result, indent=1))
     import matplotlib
 
@@ -39,11 +42,12 @@ def write_figure(name: str, module, args, ours: dict, out: Path) -> dict:
     return result
 
 
-def _flat(d: dict, prefix: str = "") -> dict:
+def scalars(d: dict, prefix: str = "") -> dict:
+    """The values of a nested dict that are not lists (curves), keyed "outer.inner"."""
     out = {}
     for k, v in d.items():
         if isinstance(v, dict):
-            out.update(_flat(v, f"{prefix}{k}."))
+            out.update(scalars(v, f"{prefix}{k}."))
         elif not isinstance(v, list):
             out[f"{prefix}{k}"] = v
     return out
@@ -57,13 +61,17 @@ def write_index(out: Path) -> Path:
         r = json.loads(path.read_text())
         if "figure" not in r:
             continue
-        rows = "".join(f"<tr><td>paper</td><td>{html.escape(k)}</td><td>{html.escape(str(v))}</td></tr>"
-                       for k, v in _flat(r["paper"]).items())
-        rows += "".join(f"<tr><td>ours</td><td>{html.escape(k)}</td><td>{html.escape(str(v))}</td></tr>"
-                        for k, v in _flat(r["ours"]).items())
-        parts.append(f"<h2>{html.escape(r['figure'])}</h2><img src='{html.escape(r['figure'])}.png' width=720>"
-                     f"<table border=1 cellpadding=3><tr><th></th><th>value</th><th></th></tr>{rows}</table>"
-                     f"<p><small>machine: {html.escape(json.dumps(r['machine']))}</small></p>")
+        headline = "".join("<tr>" + "".join(f"<td>{html.escape(str(row[k]))}</td>"
+                                            for k in ("what", "paper", "ours", "ratio")) + "</tr>"
+                           for row in r["ours"].get("vs_paper", []))
+        details = "".join(f"<tr><td>{side}</td><td>{html.escape(k)}</td><td>{html.escape(str(v))}</td></tr>"
+                          for side in ("paper", "ours") for k, v in scalars(r[side]).items())
+        parts.append(f"<h2>{html.escape(r['figure'])}</h2><img src='{html.escape(r['figure'])}.png' width=900>"
+                     f"<table border=1 cellpadding=3><tr><th></th><th>paper</th><th>ours</th><th>ours / paper</th>"
+                     f"</tr>{headline}</table><details><summary>every number</summary>"
+                     f"<table border=1 cellpadding=3>{details}</table></details>"
+                     f"<p><small>machine: {html.escape(json.dumps(r['machine']))}; args: "
+                     f"{html.escape(json.dumps(r['args']))}</small></p>")
     index = Path(out) / "index.html"
     index.write_text("\n".join(parts))
     return index

@@ -17,6 +17,7 @@ import random
 import struct
 from collections import defaultdict
 from dataclasses import dataclass
+from pathlib import Path
 
 import gymnasium as gym
 from tqdm import tqdm
@@ -121,16 +122,16 @@ def _envs(task_ids_: list[str]):
     return [gym.make("BunshinWebArena-v0", task_id=t, cache=False, backend="private") for t in task_ids_]
 
 
-def run(a: Args) -> dict:
+def run(a: Args, out: Path) -> dict:
     others = [str(t) for t in task_ids() if str(t) != a.group_task]
     tasks = [a.group_task] + random.Random(0).sample(others, a.envs - 1)
-    out = {}
+    ours = {}
     bar = tqdm(total=3, desc="fig1 settings", unit="setting")
     across = _envs(tasks)
     try:
         for e in across:
             e.reset(seed=0)
-        out["across_tasks"] = shareable([env_pages(e.unwrapped.live_workspace()) for e in across])
+        ours["across_tasks"] = shareable([env_pages(e.unwrapped.live_workspace()) for e in across])
     finally:
         for e in across:
             e.close()
@@ -138,7 +139,7 @@ def run(a: Args) -> dict:
     group = _envs([a.group_task] * a.envs)
     try:
         obs = [e.reset(seed=0)[0] for e in group]
-        out["group_step0"] = shareable([env_pages(e.unwrapped.live_workspace()) for e in group])
+        ours["group_step0"] = shareable([env_pages(e.unwrapped.live_workspace()) for e in group])
         bar.update(1)
         for member, e in enumerate(group):
             rng = random.Random(member)
@@ -148,19 +149,27 @@ def run(a: Args) -> dict:
                                                                    or ["scroll [down]"]))
                 if term or trunc:
                     break
-        out[f"group_step{a.steps}"] = shareable([env_pages(e.unwrapped.live_workspace()) for e in group])
+        ours[f"group_step{a.steps}"] = shareable([env_pages(e.unwrapped.live_workspace()) for e in group])
     finally:
         for e in group:
             e.close()
     bar.update(1)
     bar.close()
-    out["tasks"] = tasks
-    return out
+    ours["tasks"] = tasks
+    return ours
+
+
+def vs_paper(ours: dict, paper: dict) -> list[tuple]:
+    late = next(k for k in ours if k.startswith("group_step") and k != "group_step0")
+    return [("identical across tasks (%)", paper["across_tasks_pct"], ours["across_tasks"]["total_pct"]),
+            ("identical in one group at step 0 (%)", paper["group_step0_pct"], ours["group_step0"]["total_pct"]),
+            (f"identical in one group at step {late[10:]} (%; paper: step 10)", paper["group_step10_pct"],
+             ours[late]["total_pct"])]
 
 
 def plot(r: dict, plt):
     ours, paper = r["ours"], r["paper"]
-    settings = [k for k in ours if k != "tasks"]
+    settings = [k for k in ours if k == "across_tasks" or k.startswith("group_step")]
     fig, ax = plt.subplots(figsize=(7.5, 4.6))
     bottom = [0.0] * len(settings)
     for kind, color in zip(KINDS, ("tab:green", "tab:orange", "tab:purple")):

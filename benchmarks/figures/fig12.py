@@ -9,6 +9,7 @@ to other programs on a shared machine), beside host memory in use above the star
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import gymnasium as gym
 from tqdm import tqdm
@@ -59,7 +60,7 @@ def _curve(snap, source_ws, backend: str, a: Args, bar) -> list[dict]:
     return rows
 
 
-def run(a: Args) -> dict:
+def run(a: Args, out: Path) -> dict:
     best = get_backend("auto").name
     env = gym.make("BunshinOSWorld-v0", task_id=a.task_id, cache=False)
     try:
@@ -82,6 +83,13 @@ def run(a: Args) -> dict:
     return {"source_gb": source_gb, "criu_backend": "private", "ours_backend": best, "curves": curves,
             "gb_per_fork": per_fork, "ours_vs_criu_at_max": round(at[best] / at["private"], 3),
             "max_forks": last}
+
+
+def vs_paper(ours: dict, paper: dict) -> list[tuple]:
+    return [(f"ours / CRIU at {ours['max_forks']} forks (paper: 16)", paper["ours_vs_criu_at_16"],
+             ours["ours_vs_criu_at_max"]),
+            ("CRIU GB per fork", paper["criu_gb_per_fork"], ours["gb_per_fork"]["private"]),
+            ("ours GB per fork", paper["ours_gb_per_fork"], ours["gb_per_fork"][ours["ours_backend"]])]
 
 
 def plot(r: dict, plt):

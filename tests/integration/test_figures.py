@@ -1,5 +1,6 @@
-"""`bunshin bench figure NAME --quick` for the cheap figures (Fig 1, Fig 12, DeltaBox): each writes its JSON
-beside the paper's numbers and a PNG, and what it measures holds the figure's claim on this machine."""
+"""`bunshin bench figure NAME --quick` for the cheap figures (Fig 1, Fig 12, DeltaBox), and the training-run
+figures (Fig 8-11) on a small WebArena run: each writes its JSON beside the paper's numbers and a PNG, and what
+it measures holds the figure's claim on this machine."""
 from __future__ import annotations
 
 import json
@@ -53,8 +54,33 @@ def test_fig12_forks_of_an_osworld_env_grow_memory_and_ours_is_written_beside_cr
 
 
 @pytest.mark.browser
-def test_deltabox_a_standby_rollback_beats_a_criu_restore(tmp_path):
+def test_deltabox_a_standby_rollback_beats_a_criu_restore_at_every_event(tmp_path):
     run_figure("deltabox", True, tmp_path)
     ours = _written(tmp_path, "deltabox")["ours"]
-    assert len(ours["checkpoint_ms"]) == len(ours["rollback_ms"]) == len(ours["criu_restore_ms"]) == 3
+    assert ours["events"] == len(ours["checkpoint_ms"]) == len(ours["rollback_ms"]) == len(ours["criu_restore_ms"])
+    assert ours["events"] >= 2, "one event per replayed oracle step"
+    assert all(0 < frozen < wall for frozen, wall in zip(ours["checkpoint_ms"], ours["dump_ms"])), ours
     assert 0 < ours["rollback_ms_p50"] < ours["criu_restore_ms_p50"], ours
+
+
+@pytest.mark.browser
+def test_the_training_figures_share_one_kept_run_whose_rewards_do_not_depend_on_reuse(tmp_path):
+    from benchmarks.figures import common, fig8, fig9, fig10, fig11
+    from benchmarks.figures.training import TrainingArgs
+
+    # a small WebArena run (the figures' default is OSWorld, minutes per epoch): the same code, one group whose
+    # samples follow the oracle (perturb_p 0), so epoch 2 replays what epoch 1 recorded
+    args = TrainingArgs(env="BunshinWebArena-v0", tasks=1, group=2, epochs=2, perturb_p=0.0, think_median_s=0.3)
+    results = {}
+    for module in (fig8, fig9, fig10, fig11):
+        name = module.__name__.rsplit(".", 1)[1]
+        results[name] = common.write_figure(name, module, args, module.run(args, tmp_path), tmp_path)["ours"]
+        _written(tmp_path, name)
+    assert len(list((tmp_path / "runs").glob("epoch-*/kept.json"))) == 1, "fig 9-11 reuse fig 8's run"
+    rewards = results["fig11"]
+    assert rewards["identical"] and rewards["rollouts"] == 4, rewards
+    hits = results["fig10"]["hit_rate_per_epoch"]["cache_spec"]
+    assert hits[1] > 0.5, f"epoch 2 replays epoch 1's trajectories from the cache: {hits}"
+    assert results["fig10"]["base_hit_rate_per_epoch"] == [0, 0]
+    assert set(results["fig8"]["wall_s"]) == {"base", "spec", "cache_spec"} and results["fig8"]["speedup"]["base"] == 1
+    assert results["fig9"]["peak_mb"]["base"] > 0

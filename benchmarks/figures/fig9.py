@@ -1,0 +1,55 @@
+"""BunshinRL Fig 9: the memory cost of reuse, the working set of all environments for Base, Spec and Full.
+
+Ours: host memory in use above the start of each configuration (every workspace, cached snapshot, standby
+clone and speculative run; sampled every 0.5 s) over the shared OSWorld training run (`training.py`). The paper
+has Full and Spec about 1 GiB above Base's 69 GiB peak.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .training import LABELS, TrainingArgs as Args, training_run, training_scale
+
+PAPER = {"base_peak_gib": 69, "spec_peak_gib": 70, "full_peak_gib": 70,
+         "full_over_base_pct": round(100 * (70 / 69 - 1), 1), "source": "BunshinRL §5.3, Figure 9 (one OSWorld epoch)"}
+__all__ = ["Args", "PAPER", "run", "scale", "vs_paper", "plot"]
+
+
+def scale(a: Args) -> str:
+    return training_scale(a)
+
+
+def run(a: Args, out: Path) -> dict:
+    cfgs = training_run(a, out)["configs"]
+    peaks = {name: c["peak_memory_mb"] for name, c in cfgs.items()}
+    return {"peak_mb": peaks,
+            "over_base_pct": {n: round(100 * (p / peaks["base"] - 1), 1) for n, p in peaks.items()},
+            "memory_over_time_mb": {n: c["memory_over_time_mb"] for n, c in cfgs.items()}}
+
+
+def vs_paper(ours: dict, paper: dict) -> list[tuple]:
+    return [("Spec peak memory over Base (%)", paper["full_over_base_pct"], ours["over_base_pct"]["spec"]),
+            ("Full peak memory over Base (%)", paper["full_over_base_pct"], ours["over_base_pct"]["cache_spec"])]
+
+
+def plot(r: dict, plt):
+    ours, paper = r["ours"], r["paper"]
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.4), gridspec_kw={"width_ratios": [2.2, 1]})
+    for name, pts in ours["memory_over_time_mb"].items():
+        ax.plot([p[0] / 60 for p in pts], [p[1] / 1024 for p in pts],
+                label=f"{LABELS[name]} (peak {ours['peak_mb'][name] / 1024:.2f} GB)")
+    ax.set(xlabel="time (min)", ylabel="host memory above start (GB)", title="Working set over the training run")
+    ax.legend(fontsize=8)
+    names = list(ours["over_base_pct"])
+    xs = range(len(names))
+    bx.bar(xs, [ours["over_base_pct"][n] for n in names], color=["gray", "tab:orange", "tab:green"][: len(names)],
+           label="ours")
+    paper_pct = {"base": 0.0, "spec": paper["full_over_base_pct"], "cache_spec": paper["full_over_base_pct"]}
+    bx.scatter(xs, [paper_pct.get(n, 0.0) for n in names], marker="_", s=900, color="k", zorder=3,
+               label=f"paper (+1 GiB on {paper['base_peak_gib']} GiB)")
+    bx.axhline(0, color="0.5", lw=0.8)
+    bx.set_xticks(list(xs), [LABELS[n] for n in names])
+    bx.set(ylabel="peak memory over Base (%)", title="vs the paper")
+    bx.legend(fontsize=8)
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    return fig
