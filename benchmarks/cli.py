@@ -103,10 +103,18 @@ def bench_figures(quick: bool = typer.Option(False, help="CI scale: a few minute
     from benchmarks.figures import FIGURES, run_figure
     from benchmarks.figures.common import write_index
 
+    failed = {}
     for name in FIGURES:
         typer.echo(f"== {name}")
-        run_figure(name, quick, out)
+        try:
+            run_figure(name, quick, out)
+        except Exception as e:  # noqa: BLE001 - one figure's failure must not cost the others; reported below
+            failed[name] = f"{type(e).__name__}: {e}"
+            typer.echo(f"{name} failed: {failed[name]}", err=True)
     typer.echo(f"wrote {write_index(out)}")
+    if failed:
+        typer.echo(f"{len(failed)} figure(s) failed: {', '.join(failed)}", err=True)
+        raise typer.Exit(1)
 
 
 @app.command("soak")

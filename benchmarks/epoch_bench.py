@@ -114,7 +114,7 @@ def run(args: Args, progress: bool = True) -> dict:
     think = ThinkTimeModel(args.think_median_s, args.think_sigma)
     # warm the task snapshots once: building them is set-up, not part of any configuration's epoch
     for t in tqdm(tasks, desc="task snapshots", disable=not progress):
-        e = gym.make(args.env, task_id=t)
+        e = gym.make(args.env, task_id=t, backend=args.backend)
         e.reset()
         e.close()
     result = {"think_time": {"model": "lognormal", **asdict(think)}, "args": asdict(args), "tasks": tasks,
@@ -129,7 +129,10 @@ def run(args: Args, progress: bool = True) -> dict:
 
 
 def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -> dict:
-    runtime().reset_cache()  # each configuration starts with a cold prefix cache
+    # each configuration starts cold: no prefix cache, and no frozen standby clones (an earlier configuration's,
+    # or another backend's, would serve this one's resets and sit in its memory baseline)
+    runtime().reset_cache()
+    runtime().standby.close()
     use_cache, use_spec = config in ("cache", "cache_spec"), config in ("spec", "cache_spec")
     adapter = adapter_for(args.env)
     recorded = [Trajectory(t, tuple(TrajectoryStep(adapter.canonical_action(a)) for a in actions))

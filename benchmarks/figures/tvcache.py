@@ -1,36 +1,23 @@
 """TVCache: the stateful tool-value cache's hit rate per training step, and tool-call time with vs without it.
 
-Ours: a replayed WebArena training run (`training.py`: drifting trajectories, the same in both
-configurations) without reuse (`base`) and with the tool-prefix cache alone (`cache`: a hit needs the whole
-action history to match a recorded one, TVCache's longest-prefix rule). Tool-call time is the time of one
-`env.step()` as the agent sees it: a hit answers from the cache, a miss restores the nearest cached state and
-executes. TVCache's workloads (terminal-bench, SkyRL-SQL, EgoSchema) are not here: the paper's numbers are its
-best over those.
+Ours: the OSWorld training run Fig 8-11 share (`training.py`: drifting trajectories, the same in every
+configuration; OSWorld because its tools — LibreOffice, the desktop — take seconds, as TVCache's do), without
+reuse (`base`, kept from Fig 8's run) and with the tool-prefix cache alone (`cache`: a hit needs the whole
+action history to match a recorded one, TVCache's longest-prefix rule). Tool-call time is one `env.step()` as
+the agent sees it: a hit answers from the cache, a miss restores the nearest cached state and executes.
+TVCache's workloads (terminal-bench, SkyRL-SQL, EgoSchema) are not here: the paper's numbers are its best
+over those.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
-from .training import TrainingArgs, training_run, training_scale
+from .training import TrainingArgs as Args, training_run, training_scale
 
 PAPER = {"hit_rate_max": 0.70, "median_tool_time_speedup_max": 6.9, "median_tool_s_without": 18.68,
          "median_tool_s_with": 2.70, "source": "TVCache abstract and Table 2 (best workload: Qwen3-4B-Instruct)"}
 
-
-@dataclass
-class Args(TrainingArgs):
-    env: str = "BunshinWebArena-v0"
-    """env id"""
-    tasks: int = 3
-    """tasks T per training step"""
-    epochs: int = 4
-    """training steps replayed"""
-
-    @classmethod
-    def quick(cls) -> "Args":
-        return cls(tasks=1, group=3, epochs=2, novel_from=2)
-
+__all__ = ["Args", "PAPER", "run", "scale", "vs_paper", "plot"]
 
 def scale(a: Args) -> str:
     return training_scale(a).split(" (paper")[0] + " (paper: terminal, SQL and video workloads)"
