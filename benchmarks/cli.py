@@ -57,8 +57,8 @@ def bench_epoch(env: str = typer.Option("webarena", help="webarena, osworld or a
                                                               "were idle over the last second (0: always)"),
                 drift_step: float = typer.Option(0.0, help="policy drift: detour probability drops this much "
                                                  "per iteration (0: none)"),
-                novel_from: int = typer.Option(0, help="policy drift: from this iteration on, detours include new "
-                                               "calls (0: never)"),
+                novel_from: int = typer.Option(0, help="policy drift: from this iteration on, a step is a new call "
+                                               "with probability 0.25 (0: never)"),
                 backend: str = typer.Option("auto", help="memory backend of every workspace (private: CRIU's)"),
                 configs: str = typer.Option("base,cache,spec,cache_spec", help="configurations"),
                 out: Path = typer.Option(Path("bench-out/epoch"), help="output directory")) -> None:
@@ -68,7 +68,8 @@ def bench_epoch(env: str = typer.Option("webarena", help="webarena, osworld or a
     result = run(Args(env=resolve_env(env), tasks=tasks, group=group, iterations=iterations, concurrency=concurrency,
                       think_median_s=think_median_s, perturb_p=perturb_p, detour_skew=detour_skew,
                       speculate_min_idle_cpus=speculate_min_idle_cpus, drift_step=drift_step,
-                      novel_from=novel_from, backend=backend, configs=tuple(c for c in configs.split(",") if c), out=str(out)))
+                      novel_from=novel_from, backend=backend, configs=tuple(c for c in configs.split(",") if c),
+                      out=str(out)))
     _print_epoch(result)
     typer.echo(f"wrote {out / 'epoch.json'} and {out}/epoch_*.png")
 
@@ -107,7 +108,8 @@ def bench_figures(quick: bool = typer.Option(False, help="CI scale: a few minute
     for name in FIGURES:
         typer.echo(f"== {name}")
         try:
-            run_figure(name, quick, out)
+            for row in run_figure(name, quick, out)["ours"]["vs_paper"]:
+                typer.echo(f"  {row['what']}: paper {row['paper']}, ours {row['ours']} (ratio {row['ratio']})")
         except Exception as e:  # noqa: BLE001 - one figure's failure must not cost the others; reported below
             failed[name] = f"{type(e).__name__}: {e}"
             typer.echo(f"{name} failed: {failed[name]}", err=True)

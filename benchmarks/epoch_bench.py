@@ -16,7 +16,8 @@ Rewards must be identical across configurations: the cache and speculation may c
 Writes OUT/epoch.json = {"think_time", "args", "configs": {name: {"wall_s", "peak_memory_mb",
 "hit_rate_per_iteration", "spec_accuracy", "speculations_started", "tail_steps_speculating_vs_not",
 "cpu_busy_fraction", "running_over_time", "memory_over_time_mb" (host memory above the configuration's start),
-"reward_per_iteration" (mean), "step_exec_s_p50_per_iteration" (median seconds of one step() call) and "step_exec_s_p50" (all), "rewards",
+"reward_per_iteration" (mean), "step_exec_s_p50_per_iteration" (median seconds of one step() call) and
+"step_exec_s_p50" (over all steps), "rewards",
 "actions" (each rollout's, in the order of "rewards"),
 "iterations" (each one's wall and its slowest rollout: steps, hits, think_s, exec_s), "think_floor_s"}}}
 and OUT/epoch_*.png. The slowest rollout of an iteration is its critical path; "think_floor_s" (the sum over
@@ -40,7 +41,8 @@ from tqdm import tqdm
 import bunshin_gym  # noqa: F401 - registers the envs
 from bunshin_gym import adapter_for
 from bunshin_gym.runtime import cpu_times, runtime
-from bunshin_gym.rollout import DriftingTracePolicy, StochasticTracePolicy, TailSpeculation, ThinkTimeModel, run_rollouts
+from bunshin_gym.rollout import (DriftingTracePolicy, StochasticTracePolicy, TailSpeculation, ThinkTimeModel,
+                                 run_rollouts)
 from bunshin_gym.speculation import (SelectorConfig, SpecToolSelector, TailConfig, TailSelector, TimingModel, Trajectory,
                                      TrajectoryStep)
 from forkcore import host_memory_used
@@ -71,9 +73,9 @@ class Args:
     drift_step: float = 0.0
     """policy drift: the detour probability drops by this each iteration (0: no drift; see DriftingTracePolicy)"""
     novel_from: int = 0
-    """policy drift: from this iteration (1-based) on, detours include calls no earlier iteration made (0: never)"""
-    novel_p: float = 0.5
-    """policy drift: share of detours that are such new calls from `novel_from` on"""
+    """policy drift: from this iteration (1-based) on, the policy makes calls no earlier iteration made (0: never)"""
+    novel_p: float = 0.25
+    """policy drift: from `novel_from` on, the probability that a step is such a new call"""
     backend: str = "auto"
     """forkcore memory backend of every workspace ("private": CRIU's private copies)"""
     speculate_k: int = 3

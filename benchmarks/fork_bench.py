@@ -57,16 +57,20 @@ class Args:
 
 
 def settle(backend: str, max_s: float) -> None:
-    """Wait until memory stops changing: KSM until pages_sharing is stable for 5 s (at most max_s), else 2 s."""
+    """Wait until memory stops changing (at most max_s): for KSM, until ksmd has scanned everything twice since
+    now (it merges a page only once its content held still for a whole scan: before that pages_sharing stands
+    still at its old value) and pages_sharing then held still for 5 s; for other backends 2 s."""
     if backend != "ksm":
         time.sleep(min(2.0, max_s))
         return
     deadline, last, stable_since = time.monotonic() + max_s, -1, time.monotonic()
+    scans_needed = int((KSM_DIR / "full_scans").read_text()) + 2
     while time.monotonic() < deadline:
         sharing = int((KSM_DIR / "pages_sharing").read_text())
         if sharing != last:
             last, stable_since = sharing, time.monotonic()
-        elif time.monotonic() - stable_since >= 5.0:
+        elif (time.monotonic() - stable_since >= 5.0
+              and int((KSM_DIR / "full_scans").read_text()) >= scans_needed):
             return
         time.sleep(0.5)
 

@@ -86,24 +86,27 @@ class DriftingTracePolicy(StochasticTracePolicy):
     """A training policy's samples at `epoch` (0-based) of a run whose policy drifts (BunshinRL Fig 10).
 
     It detours with probability `perturb_p - epoch * drift_step` (floored at 0): it follows the oracle more
-    as it trains. Its detours come from the "familiar" half of the candidates (even first hash byte) until
-    epoch `novel_from`; from then on a detour comes from the other half with probability `novel_p`: calls no
-    earlier epoch made. The rollout's seed (one per epoch) draws the detours."""
+    as it trains. Its detours come from the "familiar" half of the candidates (even first hash byte). From
+    epoch `novel_from` on, each step before the oracle's last is, with probability `novel_p`, a call from the
+    other half (uniformly): calls no earlier epoch made. The rollout's seed (one per epoch) draws them all."""
 
     def __init__(self, oracle: Sequence[str], epoch: int, perturb_p: float = 0.3, drift_step: float = 0.05,
-                 novel_from: int | None = None, novel_p: float = 0.5, detour_skew: float = 1.0) -> None:
+                 novel_from: int | None = None, novel_p: float = 0.25, detour_skew: float = 1.0) -> None:
         if epoch < 0 or drift_step < 0 or not 0.0 <= novel_p <= 1.0:
             raise ValueError(f"epoch={epoch}, drift_step={drift_step}, novel_p={novel_p}: expected epoch >= 0, "
                              "drift_step >= 0 and novel_p in [0, 1]")
         super().__init__(oracle, max(0.0, perturb_p - epoch * drift_step), detour_skew)
         self.novel_p = novel_p if novel_from is not None and epoch >= novel_from else 0.0
 
+    def act(self, observation, env, rng) -> str:
+        if self.novel_p and self.i < len(self.oracle) - 1:
+            novel = [a for a in env.unwrapped.adapter.candidate_actions(observation) if _action_hash(a)[0] % 2]
+            if novel and rng.random() < self.novel_p:
+                return rng.choice(sorted(novel, key=_action_hash))
+        return super().act(observation, env, rng)
+
     def detour_pool(self, candidates: list[str], rng: random.Random) -> list[str]:
-        familiar = [a for a in candidates if _action_hash(a)[0] % 2 == 0]
-        novel = [a for a in candidates if _action_hash(a)[0] % 2 == 1]
-        if novel and self.novel_p and rng.random() < self.novel_p:
-            return novel
-        return familiar or candidates
+        return [a for a in candidates if _action_hash(a)[0] % 2 == 0] or candidates
 
 
 class RandomPolicy:

@@ -34,7 +34,7 @@ ENV = "BunshinWebArena-v0"
 
 @dataclass
 class Args:
-    tasks: int = 3
+    tasks: int = 8
     """WebArena tasks whose oracle trajectories are replayed (spread over the task list)"""
     max_events: int = 8
     """most events (steps) per task"""

@@ -3,8 +3,9 @@
 At each count n, one GRPO group of n samples of one task is live at once: each sample's env resets (its
 workspace restored from the task's snapshot, no prefix cache) and steps through its trajectory (the oracle with
 detours, as in the epoch benchmark), and with all n still open, memory settles (KSM merges asynchronously:
-until pages_sharing is stable) and the summed PSS of the n workspaces is taken (immune to other programs on a
-shared machine; host memory above the start is recorded beside it). CRIU-private is the `private` backend
+until ksmd has scanned everything twice and pages_sharing holds still) and the summed PSS of the n
+workspaces is taken (immune to other programs on a shared machine; host memory above the start is recorded
+beside it). CRIU-private is the `private` backend
 (each restore a private copy); ours is this machine's best backend (`auto`). Counts that would not fit in 85%
 of the memory available (projected from the previous count) are skipped and listed: "as many as fit".
 """
@@ -38,7 +39,7 @@ class Args:
     """concurrent rollouts measured (a count that would not fit is skipped)"""
     perturb_p: float = 0.3
     """probability of a detour instead of the oracle's action"""
-    settle_max_s: float = 90.0
+    settle_max_s: float = 180.0
     """longest wait for memory to settle at each count (KSM merging)"""
 
     @classmethod

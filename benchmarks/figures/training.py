@@ -34,9 +34,9 @@ class TrainingArgs:
     drift_step: float = 0.08
     """the detour probability drops by this each epoch: the policy follows the oracle more as it trains"""
     novel_from: int = 5
-    """from this epoch on, detours include calls no earlier epoch made (the paper's epoch-5 drop)"""
-    novel_p: float = 0.5
-    """share of detours that are new calls from `novel_from` on"""
+    """from this epoch on, the policy makes calls no earlier epoch made (the paper's epoch-5 drop)"""
+    novel_p: float = 0.25
+    """from `novel_from` on, the probability that a step is such a new call"""
     think_median_s: float = 2.0
     """think-time model median (s per action; stands for LLM generation)"""
     concurrency: int = 8

@@ -54,7 +54,8 @@ def plot(r: dict, plt):
         bx.plot(steps, ours["median_tool_s_per_step"][key], marker="o", color=color, label=f"ours: {key} cache")
     bx.set_yscale("log")
     bx.set(xlabel="training step", ylabel="median tool-call time (s, log)",
-           title=f"ours {ours['median_tool_time_speedup']}× lower (paper: up to {paper['median_tool_time_speedup_max']}×)")
+           title=f"ours {ours['median_tool_time_speedup']}× lower "
+                 f"(paper: up to {paper['median_tool_time_speedup_max']}×)")
     bx.plot([], [], " ", label=f"paper: {paper['median_tool_s_without']} s → {paper['median_tool_s_with']} s")
     bx.set_xticks(list(steps))
     bx.legend(fontsize=8)

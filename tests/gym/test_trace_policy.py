@@ -38,21 +38,20 @@ def test_bad_arguments_say_what_is_expected(kw):
         StochasticTracePolicy(["a"], **kw)
 
 
-def _detours_at(epoch: int, n: int = 400, **kw) -> list[str]:
-    out = []
-    for seed in range(n):
-        policy = DriftingTracePolicy(["a", "b", "stop []"], epoch, perturb_p=0.6, drift_step=0.2, **kw)
-        action = policy.act({}, ENV, random.Random(seed))
-        out += [action] if action in CANDIDATES else []
-    return out
+def _first_actions(epoch: int, n: int = 400, **kw) -> list[str]:
+    policies = [DriftingTracePolicy(["a", "b", "stop []"], epoch, perturb_p=0.6, drift_step=0.2, **kw)
+                for _ in range(n)]
+    return [p.act({}, ENV, random.Random(seed)) for seed, p in enumerate(policies)]
 
 
 def test_a_drifting_policy_detours_less_each_epoch_and_makes_new_calls_only_late():
-    early, later, last = _detours_at(0, novel_from=2), _detours_at(1, novel_from=2), _detours_at(3, novel_from=2)
-    assert len(early) > len(later) > 0 == len(last), "detour probability 0.6, 0.4, then 0 (floored)"
-    new_late = _detours_at(2, novel_from=2, novel_p=1.0)
-    assert new_late and not set(new_late) & set(early + later), "from novel_from on, calls no earlier epoch made"
-    assert set(new_late) | set(early) <= set(CANDIDATES)
+    early, later, last = (_first_actions(e, novel_from=2) for e in (0, 1, 3))
+    detours = [[a for a in actions if a in CANDIDATES] for actions in (early, later)]
+    assert len(detours[0]) > len(detours[1]) > 0, "detour probability 0.6, then 0.4"
+    assert set(last) <= {"a"} | set(CANDIDATES) and last.count("a") < len(last), "new calls from novel_from on"
+    late_calls = {a for a in last if a != "a"}
+    assert late_calls and not late_calls & set(detours[0] + detours[1]), "calls no earlier epoch made"
+    assert last.count("a") > 0.6 * len(last), "by epoch 3 the detour probability is 0: new calls at novel_p 0.25"
 
 
 def test_a_drifting_policy_refuses_a_negative_epoch():

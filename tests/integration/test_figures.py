@@ -64,6 +64,27 @@ def test_deltabox_a_standby_rollback_beats_a_criu_restore_at_every_event(tmp_pat
 
 
 @pytest.mark.browser
+def test_fig2_each_criu_private_rollout_adds_its_own_copy(tmp_path):
+    run_figure("fig2", True, tmp_path)
+    ours = _written(tmp_path, "fig2")["ours"]
+    private = ours["curves"]["private"]
+    assert [r["rollouts"] for r in private] == [2, 4] and ours["max_rollouts"] == 4
+    assert private[1]["pss_gb"] > 1.5 * private[0]["pss_gb"], "4 private rollouts hold about twice what 2 do"
+    assert ours["ours_backend"] in ours["curves"] and ours["criu_over_ours_at_max"] > 0
+
+
+@pytest.mark.browser
+def test_fig7_replays_one_epoch_per_backend_and_draws_its_memory(tmp_path):
+    run_figure("fig7", True, tmp_path)
+    ours = _written(tmp_path, "fig7")["ours"]
+    backends = {"private", ours["ours_backend"]}
+    assert set(ours["peak_mb"]) == set(ours["memory_over_time_mb"]) == backends
+    assert all(ours["peak_mb"][b] > 100 for b in backends), "a WebArena epoch's envs hold hundreds of MB"
+    kept = [json.loads(p.read_text())["args"]["backend"] for p in (tmp_path / "runs").glob("*/kept.json")]
+    assert sorted(kept) == sorted(backends), "one kept run per backend"
+
+
+@pytest.mark.browser
 def test_the_training_figures_share_one_kept_run_whose_rewards_do_not_depend_on_reuse(tmp_path):
     from benchmarks.figures import common, fig8, fig9, fig10, fig11
     from benchmarks.figures.training import TrainingArgs
