@@ -82,6 +82,11 @@ def _action_hash(action: str) -> bytes:
     return hashlib.sha1(action.encode()).digest()
 
 
+def _is_novel(action: str) -> bool:
+    """DriftingTracePolicy's split of the candidates: odd first hash byte = a call only late epochs make."""
+    return _action_hash(action)[0] % 2 == 1
+
+
 class DriftingTracePolicy(StochasticTracePolicy):
     """A training policy's samples at `epoch` (0-based) of a run whose policy drifts (BunshinRL Fig 10).
 
@@ -100,13 +105,13 @@ class DriftingTracePolicy(StochasticTracePolicy):
 
     def act(self, observation, env, rng) -> str:
         if self.novel_p and self.i < len(self.oracle) - 1:
-            novel = [a for a in env.unwrapped.adapter.candidate_actions(observation) if _action_hash(a)[0] % 2]
+            novel = [a for a in env.unwrapped.adapter.candidate_actions(observation) if _is_novel(a)]
             if novel and rng.random() < self.novel_p:
                 return rng.choice(sorted(novel, key=_action_hash))
         return super().act(observation, env, rng)
 
     def detour_pool(self, candidates: list[str], rng: random.Random) -> list[str]:
-        return [a for a in candidates if _action_hash(a)[0] % 2 == 0] or candidates
+        return [a for a in candidates if not _is_novel(a)] or candidates
 
 
 class RandomPolicy:

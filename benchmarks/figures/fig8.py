@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .training import LABELS, TrainingArgs as Args, training_run, training_scale
+from .training import LABELS, TrainingArgs as Args, bars_vs_paper, training_run, training_scale
 
 PAPER = {"base_min": 20.8, "spec_min": 19.2, "full_min": 17.0, "spec_speedup": round(20.8 / 19.2, 2),
          "full_speedup": round(20.8 / 17.0, 2), "source": "BunshinRL §5.3, Figure 8 (one OSWorld epoch)"}
@@ -50,15 +50,8 @@ def plot(r: dict, plt):
     ax.set(xlabel="time (min; dotted: Base's epoch ends)", ylabel="rollouts running",
            title="Rollouts still running over the training run")
     ax.legend(fontsize=8)
-    names = [n for n in ("spec", "cache_spec") if n in ours["speedup"]]
-    xs = range(len(names))
-    bx.bar(xs, [ours["speedup"][n] for n in names], color=["tab:orange", "tab:green"][: len(names)], label="ours")
-    paper_speedups = {"spec": paper["spec_speedup"], "cache_spec": paper["full_speedup"]}
-    bx.scatter(xs, [paper_speedups[n] for n in names], marker="_", s=900, color="k", zorder=3,
-               label="paper (one OSWorld epoch)")
-    bx.axhline(1.0, color="0.5", lw=0.8, ls="--")
-    bx.set_xticks(list(xs), [LABELS[n] for n in names])
-    bx.set(ylabel="speed-up over Base (wall)", title="vs the paper")
-    bx.legend(fontsize=8)
+    bars_vs_paper(bx, {n: ours["speedup"][n] for n in ("spec", "cache_spec") if n in ours["speedup"]},
+                  {"spec": paper["spec_speedup"], "cache_spec": paper["full_speedup"]},
+                  "paper (one OSWorld epoch)", 1.0, "speed-up over Base (wall)")
     fig.tight_layout(rect=(0, 0.04, 1, 1))
     return fig

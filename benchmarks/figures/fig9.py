@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .training import LABELS, TrainingArgs as Args, training_run, training_scale
+from .training import LABELS, TrainingArgs as Args, bars_vs_paper, training_run, training_scale
 
 PAPER = {"base_peak_gib": 69, "spec_peak_gib": 70, "full_peak_gib": 70,
          "full_over_base_pct": round(100 * (70 / 69 - 1), 1), "source": "BunshinRL §5.3, Figure 9 (one OSWorld epoch)"}
@@ -40,16 +40,8 @@ def plot(r: dict, plt):
                 label=f"{LABELS[name]} (peak {ours['peak_mb'][name] / 1024:.2f} GB)")
     ax.set(xlabel="time (min)", ylabel="host memory above start (GB)", title="Working set over the training run")
     ax.legend(fontsize=8)
-    names = list(ours["over_base_pct"])
-    xs = range(len(names))
-    bx.bar(xs, [ours["over_base_pct"][n] for n in names], color=["gray", "tab:orange", "tab:green"][: len(names)],
-           label="ours")
-    paper_pct = {"base": 0.0, "spec": paper["full_over_base_pct"], "cache_spec": paper["full_over_base_pct"]}
-    bx.scatter(xs, [paper_pct.get(n, 0.0) for n in names], marker="_", s=900, color="k", zorder=3,
-               label=f"paper (+1 GiB on {paper['base_peak_gib']} GiB)")
-    bx.axhline(0, color="0.5", lw=0.8)
-    bx.set_xticks(list(xs), [LABELS[n] for n in names])
-    bx.set(ylabel="peak memory over Base (%)", title="vs the paper")
-    bx.legend(fontsize=8)
+    bars_vs_paper(bx, ours["over_base_pct"],
+                  {"base": 0.0, "spec": paper["full_over_base_pct"], "cache_spec": paper["full_over_base_pct"]},
+                  f"paper (+1 GiB on {paper['base_peak_gib']} GiB)", 0.0, "peak memory over Base (%)")
     fig.tight_layout(rect=(0, 0.04, 1, 1))
     return fig

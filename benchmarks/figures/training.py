@@ -15,6 +15,7 @@ from benchmarks import epoch_bench
 
 #: the paper's three configurations of BunshinRL (§5.3): Base, Spec (speculation only), Full (cache + speculation)
 LABELS = {"base": "Base", "cache": "Cache", "spec": "Spec", "cache_spec": "Full"}
+COLORS = {"base": "gray", "cache": "tab:blue", "spec": "tab:orange", "cache_spec": "tab:green"}
 
 
 @dataclass
@@ -77,3 +78,15 @@ def training_run(a: TrainingArgs, out: Path, configs=("base", "spec", "cache_spe
     run_dir.mkdir(parents=True, exist_ok=True)
     kept_path.write_text(json.dumps(kept, indent=1))
     return {**kept, "configs": {c: kept["configs"][c] for c in configs}, "run": str(kept_path)}
+
+
+def bars_vs_paper(ax, ours: dict, paper: dict, paper_label: str, baseline: float, ylabel: str) -> None:
+    """Ours per configuration as bars, the paper's as black ticks, a dashed line at Base's value."""
+    names = list(ours)
+    xs = range(len(names))
+    ax.bar(xs, [ours[n] for n in names], color=[COLORS[n] for n in names], label="ours")
+    ax.scatter(xs, [paper[n] for n in names], marker="_", s=900, color="k", zorder=3, label=paper_label)
+    ax.axhline(baseline, color="0.5", lw=0.8, ls="--")
+    ax.set_xticks(list(xs), [LABELS[n] for n in names])
+    ax.set(ylabel=ylabel, title="vs the paper")
+    ax.legend(fontsize=8)
