@@ -202,6 +202,24 @@ def bench_reset(env: str = typer.Option("webarena", help="webarena, osworld or a
     typer.echo(f"wrote {out / 'reset.json'} and {out / 'reset.png'}")
 
 
+@app.command("serve")
+def bench_serve(env: str = typer.Option("webarena", help="webarena, osworld or an env id"),
+                task: Optional[str] = typer.Option(None, help="task id (default: webarena 5, osworld calc-rename-header)"),
+                episodes: int = typer.Option(6, help="oracle episodes per side (the first executes, the rest hit)"),
+                out: Path = typer.Option(Path("bench-out/serve"), help="output directory")) -> None:
+    """Step, reset and fork latency over `bunshin serve` vs in-process → OUT/serve.json + OUT/serve.png."""
+    from benchmarks.serve_bench import Args, run
+
+    if episodes < 2:
+        raise typer.BadParameter("--episodes: at least 2 (one to fill the cache, one to hit it)")
+    r = run(Args(env=resolve_env(env), task=task, episodes=episodes, out=str(out)))
+    for name, c in r["configs"].items():
+        typer.echo(f"{name:<7} reset {c['reset_p50_s'] * 1000:8.1f} ms  miss {c['miss_p50_s'] * 1000:8.1f} ms  "
+                   f"hit {c['hit_p50_s'] * 1000:8.1f} ms  fork(2) {c['fork2_s'] * 1000:8.1f} ms  rewards {c['rewards']}")
+    typer.echo(f"server / local: {r['server_vs_local']}")
+    typer.echo(f"wrote {out / 'serve.json'} and {out / 'serve.png'}")
+
+
 @app.command("lookup")
 def bench_lookup(nodes: str = typer.Option("1000,100000", help="tree sizes"),
                  out: Path = typer.Option(Path("bench-out/lookup"), help="output directory")) -> None:

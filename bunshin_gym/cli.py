@@ -127,6 +127,55 @@ def run(env: str = typer.Option(..., help="webarena, osworld or an env id"),
 
 
 @app.command()
+def serve(env: str = typer.Option("webarena", help="webarena, osworld or an env id"),
+          host: str = typer.Option("127.0.0.1", help="address to listen on"),
+          port: int = typer.Option(8000, help="TCP port (0: any free port, printed at start)"),
+          max_sessions: int = typer.Option(8, help="sessions (connections and forked sessions) at once"),
+          idle_timeout: float = typer.Option(600.0, help="seconds a session may stay idle before it is ended "
+                                                         "and its workspace destroyed (0: never)"),
+          no_auth: bool = typer.Option(False, "--no-auth", help="accept requests without a token (loopback only)"),
+          token_file: Optional[str] = typer.Option(None, help="file holding the bearer token (default: "
+                                                   "$BUNSHIN_SERVE_TOKEN, else a new token printed at start)"),
+          env_arg: Optional[list[str]] = typer.Option(None, "--env-arg", help="an env setting KEY=VALUE (the value "
+                                                      "as JSON, else a string), e.g. max_steps=10; repeatable")) -> None:
+    """Serve an env over OpenEnv's protocol (HTTP + WebSocket sessions), plus fork: see bunshin_gym/server.py."""
+    import os
+    import secrets
+
+    from .server import serve as run_server
+
+    kwargs = {}
+    for item in env_arg or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise typer.BadParameter(f"--env-arg {item!r}: expected KEY=VALUE, e.g. max_steps=10")
+        try:
+            kwargs[key] = json.loads(value)
+        except json.JSONDecodeError:
+            kwargs[key] = value
+    token = None
+    if not no_auth:
+        if token_file:
+            with open(token_file) as f:
+                token = f.read().strip()
+        else:
+            token = os.environ.get("BUNSHIN_SERVE_TOKEN") or None
+        if token is None:
+            token = secrets.token_urlsafe(24)
+            typer.echo(f"token: {token}  (clients send 'Authorization: Bearer <token>')")
+        if not token:
+            raise typer.BadParameter("the token is empty")
+    try:
+        run_server(resolve_env(env), kwargs, host=host, port=port, token=token, max_sessions=max_sessions,
+                   idle_timeout_s=idle_timeout or None, announce=lambda line: typer.echo(line))
+    except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it shut down on: a normal end
+        pass
+    except (ValueError, TypeError, OSError) as e:
+        typer.echo(f"bunshin serve: {e}", err=True)
+        raise typer.Exit(2) from None
+
+
+@app.command()
 def gc() -> None:
     """Remove state left by workspaces whose processes are gone (after a crash or kill -9)."""
     from forkcore.gc import collect

@@ -141,7 +141,7 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || ! "$PY" -c "import fo
   say "installing Python packages at today's releases (torch as the CPU build first, so stable-baselines3 does not pull CUDA)"
   "$PY" -m pip install -q --upgrade pip
   "$PY" -m pip install -q "torch==2.13.0"
-  "$PY" -m pip install -q --upgrade --upgrade-strategy eager -e ".[train,test]"
+  "$PY" -m pip install -q --upgrade --upgrade-strategy eager -e ".[train,test,ray]"
   # pyautogui pulls python3-Xlib 0.15, which shadows python-xlib 0.33 (60x slower XGetImage): put 0.33 back.
   "$PY" -m pip install -q --force-reinstall --no-deps "python-xlib==0.33"
   touch "$stamp"
