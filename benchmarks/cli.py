@@ -220,6 +220,29 @@ def bench_serve(env: str = typer.Option("webarena", help="webarena, osworld or a
     typer.echo(f"wrote {out / 'serve.json'} and {out / 'serve.png'}")
 
 
+@app.command("scale")
+def bench_scale(env: str = typer.Option("webarena", help="webarena, osworld or an env id"),
+                nodes: str = typer.Option("1,2,3", help="node counts (each a contained local Ray cluster)"),
+                address: Optional[str] = typer.Option(None, help="a running Ray cluster instead (all its nodes)"),
+                group: int = typer.Option(4, help="samples per GRPO group"),
+                tasks: Optional[str] = typer.Option(None, help="comma-separated task ids (default: six WebArena tasks)"),
+                out: Path = typer.Option(Path("bench-out/scale"), help="output directory")) -> None:
+    """A GRPO epoch on 1..N Ray nodes + a model of 256 rollouts on N machines → OUT/scale.json + OUT/scale.png."""
+    from benchmarks.scale_bench import Args, run
+
+    a = Args(env=resolve_env(env), nodes=parse_ints(nodes), address=address, group=group,
+             tasks=tuple(t for t in (tasks or "").split(",") if t), out=str(out))
+    r = run(a)
+    for row in r["rows"]:
+        typer.echo(f"{row['nodes']} node(s): {row['steps_per_s']:.2f} steps/s, peak PSS per node "
+                   f"{row['peak_mb_per_node']} MB, local forks {row['local_fork_fraction']:.0%}, "
+                   f"rewards identical: {row['rewards_identical_to_first']}")
+    for m in r["model"]:
+        typer.echo(f"model {m['nodes']:>3} machines: {m['rollouts_per_node']} rollouts each, "
+                   f"{m['memory_mb_per_node']} MB, {m['steps_per_s'] if m['fits'] else 'does not fit'} steps/s")
+    typer.echo(f"wrote {out / 'scale.json'} and {out / 'scale.png'}")
+
+
 @app.command("lookup")
 def bench_lookup(nodes: str = typer.Option("1000,100000", help="tree sizes"),
                  out: Path = typer.Option(Path("bench-out/lookup"), help="output directory")) -> None:

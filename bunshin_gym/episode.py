@@ -99,26 +99,38 @@ class Episode:
                 diag["cache"] = "hit"
                 return match.node, match.result
             try:
-                return self._execute_missing(match.node, match.remaining, diag)
+                return self._execute_missing(match.node, match.remaining, diag, history)
             except ReplayDiverged as d:
                 self._forget(d, diag)
         raise StepFailed(f"replaying the recorded calls of task {self.task.id} diverged {MAX_DIVERGENCES + 1} times "
                          f"in a row (the app does not replay deterministically); call reset()")
 
-    def _execute_missing(self, node: Node, calls: tuple[str, ...], diag: dict) -> tuple[Node, CachedStep]:
+    def _execute_missing(self, node: Node, calls: tuple[str, ...], diag: dict,
+                         history: list[str]) -> tuple[Node, CachedStep]:
         step: CachedStep | None = None
-        for sig in calls:  # normally one call: this step
+        shared = self.runtime.shared_records
+        for i, sig in enumerate(calls):  # normally one call: this step
+            prefix = history[:len(history) - len(calls) + i + 1]
             with self.tree.acquire_miss(node, sig, timeout=self.call_timeout_s + 60) as claim:
-                if claim.leader:
-                    self._live(node, diag)
-                    t0 = time.monotonic()
-                    step = self.execute(self.restorer.workspace, sig)
-                    node = claim.complete(step, time.monotonic() - t0)
-                    self.restorer.node = node
-                    diag["cache"] = "miss"
-                else:
+                if not claim.leader:
                     node, step = claim.node, claim.result
                     diag["cache"] = "waited"
+                    continue
+                found = shared.get(self.tree.key, prefix) if shared is not None else None
+                if found is not None:  # executed on another node: a hit; the live workspace stays where it is
+                    step, exec_s = found
+                    node = claim.complete(step, exec_s)
+                    diag["cache"], diag["shared_record"] = "hit", True
+                    continue
+                self._live(node, diag)
+                t0 = time.monotonic()
+                step = self.execute(self.restorer.workspace, sig)
+                exec_s = time.monotonic() - t0
+                node = claim.complete(step, exec_s)
+                self.restorer.node = node
+                diag["cache"] = "miss"
+                if shared is not None:
+                    shared.put(self.tree.key, prefix, step, exec_s)
         return node, step
 
     def _forget(self, d: "ReplayDiverged", diag: dict) -> None:

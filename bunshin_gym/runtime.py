@@ -266,6 +266,9 @@ class Runtime:
         self.idle_cpus = IdleCpus()
         #: (tree key, node key) -> the evaluation of an empty answer there (truncation reward)
         self.truncation_rewards: dict[tuple[str, str], float] = {}
+        #: step records shared with other processes or nodes (bunshin_gym.cluster.HubRecords): asked at a miss
+        #: before executing, told every executed step; None: this process's trees only
+        self.shared_records = None
         self._stores: dict[str, CacheStore] = {}
         self._store_loaded: set[tuple[str, str, str]] = set()
         self._lock = threading.Lock()

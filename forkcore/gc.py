@@ -73,8 +73,10 @@ def collect() -> list[str]:
                 libc.umount2(m.encode(), 2)
             shutil.rmtree(d, ignore_errors=True)
             log.append(f"removed workspace state {d}")
-    live = {d.name for d in ws_root.iterdir()} if ws_root.is_dir() else set()
-    for fz in WorkspaceCgroups.existing():  # cgroups whose workspace state is gone (a process killed mid-destroy)
+    # cgroups are host-wide: a workspace of any state dir (another BUNSHIN_STATE_DIR, e.g. a local Ray node's)
+    # keeps its cgroup; only those whose state is gone everywhere are orphans (a process killed mid-destroy)
+    live = {d.name for root in paths.state_dirs() if (root / "ws").is_dir() for d in (root / "ws").iterdir()}
+    for fz in WorkspaceCgroups.existing():
         if fz.path.name not in live:
             _kill_cgroup(fz.path.name, log)
     snap_root = paths.STATE_DIR / "snapshots"

@@ -178,6 +178,9 @@ class Workspace:
         _set_subreaper()
         ws_id = f"{spec.name}-{uuid.uuid4().hex[:8]}"
         ws_dir = paths.STATE_DIR / "ws" / ws_id
+        ws_dir.mkdir(parents=True)
+        (ws_dir / "owner.pid").write_text(str(os.getpid()))  # first: a start killed midway is gc's to clean
+        paths.register_state_dir()
         _make_rw_dirs(ws_dir, spec.disk_mb)
         paths.SHM_DIR.mkdir(parents=True, exist_ok=True)
         mem_dir = memfile.new_view(ws_id) if spec.harden else paths.SHM_DIR
@@ -196,7 +199,6 @@ class Workspace:
                "ksm_mergeable": spec.ksm_mergeable, "python": py, "env": env}
         cgroups = WorkspaceCgroups(ws_id, pids_max=spec.pids_max, memory_max_mb=spec.memory_max_mb,
                                    devices=dev_nodes if spec.harden else ())
-        (ws_dir / "owner.pid").write_text(str(os.getpid()))
         popen = None
         try:
             _mount_overlay(lowers, ws_dir / "rw/upper", ws_dir / "rw/work", ws_dir / "merged")
@@ -672,6 +674,7 @@ class Snapshot:
         # killed whole, whatever namespaces its half-restored tasks already entered.
         ws_dir.mkdir(parents=True)
         (ws_dir / "owner.pid").write_text(str(os.getpid()))  # before anything gc could take for an orphan
+        paths.register_state_dir()
         _make_rw_dirs(ws_dir, self.spec.disk_mb)
         cgroups = WorkspaceCgroups(ws_id, pids_max=self.spec.pids_max, memory_max_mb=self.spec.memory_max_mb,
                                    devices=self.dev_nodes if self.spec.harden else ())

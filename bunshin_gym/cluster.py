@@ -1,0 +1,296 @@
+"""Ray across machines: one host actor per node, GRPO groups placed by task snapshot and free memory, step
+records shared by every node.
+
+`Cluster(address)` connects to a running Ray cluster and starts one `NodeHost` actor on every alive node, pinned
+there (node affinity). A host owns its node's runtime: task snapshots, standby clones, prefix trees and
+workspaces, which never leave the node. `Cluster.run_groups(env_id, tasks, group, policy_factory)` runs one GRPO
+group per task: each group runs wholly on one host (so every fork and snapshot restore inside a group is local),
+on the host that already built its task snapshot, else on the one with the most free memory after what its
+running groups are expected to take. A host whose node dies fails its groups with `RayActorError`; they are run
+again on a live host (reported in `placements`), and since a record reaches the hub only after its step
+completed, nothing a dead node half-did is ever served.
+
+`RecordHub` is one actor (on the driver's node) holding every step record (observation, reward, termination)
+that any host executed, keyed by the prefix tree's key — which includes the task, the workspace spec, the layers
+and the host's versions, so nodes with other application versions never share — and the action prefix. A host
+asks it at a miss before executing (`Runtime.shared_records`): a record made on node A is a hit on node B at
+B's next lookup of that prefix. Snapshots are never shipped: a node rebuilds a task snapshot it lacks.
+Needs the `ray` extra (`pip install 'bunshin-gym[ray]'`).
+"""
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+try:
+    import ray
+    from ray.exceptions import RayActorError
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+except ImportError as e:  # pragma: no cover - depends on the installation
+    import gymnasium as gym
+
+    raise gym.error.DependencyNotInstalled(
+        "bunshin_gym.cluster needs Ray, which is not installed; run `pip install 'bunshin-gym[ray]'` "
+        "(or `/opt/bunshin/venv/bin/pip install ray`)") from e
+
+from .cache import CachedStep
+from .rollout import Rollout, ThinkTimeModel, rollout_group
+
+__all__ = ["Cluster", "GroupResult", "NodeHost", "RecordHub"]
+
+log = logging.getLogger(__name__)
+
+#: memory a running group is expected to take on its node until measured (a workspace per sample, shared pages)
+GROUP_RESERVE_MB = 1536
+
+
+def _meminfo_mb(field_name: str) -> float:
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith(field_name + ":"):
+                return int(line.split()[1]) / 1024
+    raise KeyError(field_name)
+
+
+class RecordHub:
+    """Step records of every node: (tree key, action prefix) -> (CachedStep, execution seconds), LRU in bytes."""
+
+    def __init__(self, budget_mb: float = 2048) -> None:
+        self.budget = int(budget_mb * 2**20)
+        self.used = 0
+        self.records: collections.OrderedDict[tuple, tuple[CachedStep, float, int]] = collections.OrderedDict()
+        self.counts = {"put": 0, "get": 0, "found": 0, "evicted": 0}
+
+    def put(self, tree_key: str, prefix: tuple[str, ...], step: CachedStep, exec_s: float) -> None:
+        key = (tree_key, tuple(prefix))
+        if key in self.records:
+            return
+        size = _step_bytes(step)
+        self.records[key] = (step, exec_s, size)
+        self.used += size
+        self.counts["put"] += 1
+        while self.used > self.budget and len(self.records) > 1:
+            _, (_, _, s) = self.records.popitem(last=False)
+            self.used -= s
+            self.counts["evicted"] += 1
+
+    def get(self, tree_key: str, prefix: tuple[str, ...]) -> tuple[CachedStep, float] | None:
+        self.counts["get"] += 1
+        hit = self.records.get((tree_key, tuple(prefix)))
+        if hit is None:
+            return None
+        self.records.move_to_end((tree_key, tuple(prefix)))
+        self.counts["found"] += 1
+        return hit[0], hit[1]
+
+    def stats(self) -> dict:
+        return {**self.counts, "records": len(self.records), "mb": round(self.used / 2**20, 1)}
+
+
+def _pss(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("Pss:"))
+    except (OSError, StopIteration):
+        return 0
+
+
+def _step_bytes(step: CachedStep) -> int:
+    total = 256
+    for v in (step.observation or {}).values():
+        total += getattr(v, "nbytes", None) or len(str(v))
+    return total
+
+
+class HubRecords:
+    """`Runtime.shared_records` of a host: asks the hub at a miss, tells it every executed step (not waited)."""
+
+    def __init__(self, hub) -> None:
+        self.hub = hub
+        self.asked = self.found = self.told = 0
+
+    def get(self, tree_key: str, prefix: Sequence[str]) -> tuple[CachedStep, float] | None:
+        self.asked += 1
+        try:
+            hit = ray.get(self.hub.get.remote(tree_key, tuple(prefix)), timeout=60)
+        except (RayActorError, ray.exceptions.GetTimeoutError) as e:  # the hub's node died: execute here
+            log.warning("record hub unreachable (%s): executing locally", type(e).__name__)
+            return None
+        self.found += hit is not None
+        return hit
+
+    def put(self, tree_key: str, prefix: Sequence[str], step: CachedStep, exec_s: float) -> None:
+        self.told += 1
+        self.hub.put.remote(tree_key, tuple(prefix), step, exec_s)
+
+
+class NodeHost:
+    """The Bunshin runtime of one node (a Ray actor pinned there; threaded: groups run side by side)."""
+
+    def __init__(self, hub=None) -> None:
+        from .runtime import runtime
+
+        self.records = HubRecords(hub) if hub is not None else None
+        runtime().shared_records = self.records
+        self.tasks: set[tuple[str, str]] = set()  # (env id, task id) whose task snapshot this node built
+        self._lock = threading.Lock()
+
+    def info(self) -> dict:
+        from .runtime import runtime
+
+        ctx = ray.get_runtime_context()
+        return {"node_id": ctx.get_node_id(), "pid": os.getpid(), "mem_available_mb": round(_meminfo_mb("MemAvailable")),
+                "tasks": sorted(self.tasks), "standby": runtime().standby.stats(),
+                "state_dir": os.environ.get("BUNSHIN_STATE_DIR", "/var/lib/bunshin"),
+                "shared_records": None if self.records is None else
+                {"asked": self.records.asked, "found": self.records.found, "told": self.records.told}}
+
+    def rollout_group(self, env_id: str, task_id: str, policy_factory: Callable[[int], Any], group: int,
+                      **kwargs: Any) -> list[Rollout]:
+        import bunshin_gym  # noqa: F401 - registers the envs
+
+        out = rollout_group(env_id, task_id, policy_factory, group, **kwargs)
+        with self._lock:
+            self.tasks.add((env_id, task_id))
+        return out
+
+    def memory_mb(self) -> float:
+        """PSS of this host process and of every workspace of this node (live, standby and speculative)."""
+        from forkcore import accounting, paths
+
+        total = _pss(os.getpid())
+        ws_root = paths.STATE_DIR / "ws"
+        for d in ws_root.iterdir() if ws_root.is_dir() else []:
+            try:
+                total += accounting.tree_memory(int((d / "init.pid").read_text())).pss
+            except (OSError, ValueError):
+                continue
+        return round(total / 2**20, 1)
+
+    def shutdown(self) -> None:
+        """Release this node's snapshots and standby clones, then end the actor."""
+        from .runtime import runtime
+
+        runtime().close()
+        ray.actor.exit_actor()
+
+
+@dataclass
+class GroupResult:
+    task_id: str
+    node: int  #: index of the host that ran it (after any rescheduling)
+    rollouts: list[Rollout]
+    attempts: list[int] = field(default_factory=list)  #: hosts tried, in order (a died host, then the next)
+
+
+class Cluster:
+    """Bunshin hosts on every node of a Ray cluster.
+
+    Args:
+        address: the Ray cluster ("auto": the one this machine belongs to; "127.0.0.1:6379": a head).
+        hub_budget_mb: memory of the shared step records (on the driver's node).
+        share_records: False: each node keeps its own records only (a baseline).
+        node_ip: this driver's address in the cluster (default: $BUNSHIN_RAY_NODE_IP, else Ray's guess, which
+            is the host's external address: a driver inside a loopback-only namespace must say 127.0.0.1).
+    """
+
+    def __init__(self, address: str = "auto", hub_budget_mb: float = 2048, share_records: bool = True,
+                 node_ip: str | None = None) -> None:
+        if not ray.is_initialized():
+            node_ip = node_ip or os.environ.get("BUNSHIN_RAY_NODE_IP")
+            ray.init(address=address, log_to_driver=False, configure_logging=False,
+                     **({"_node_ip_address": node_ip} if node_ip else {}))
+        here = ray.get_runtime_context().get_node_id()
+        self.hub = ray.remote(RecordHub).options(
+            num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False)).remote(hub_budget_mb) \
+            if share_records else None
+        nodes = sorted((n for n in ray.nodes() if n["Alive"]), key=lambda n: n["NodeManagerPort"])
+        host_cls = ray.remote(NodeHost)
+        self.hosts = [host_cls.options(num_cpus=0, max_concurrency=64, max_restarts=0,
+                                       scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)
+                                       ).remote(self.hub) for n in nodes]
+        self.node_ids = [n["NodeID"] for n in nodes]
+        self.alive = [True] * len(self.hosts)
+        self.infos = ray.get([h.info.remote() for h in self.hosts])
+
+    def placement(self, env_id: str, task_id: str, running: dict[int, int]) -> int:
+        """The host for a group: a live one that built the task's snapshot (fewest running groups), else the
+        one with the most free memory after GROUP_RESERVE_MB per group it runs."""
+        live = [i for i, ok in enumerate(self.alive) if ok]
+        if not live:
+            raise RuntimeError("no live node left in the cluster")
+        warm = [i for i in live if [env_id, task_id] in [list(t) for t in self.infos[i]["tasks"]]]
+        if warm:
+            return min(warm, key=lambda i: running.get(i, 0))
+        return max(live, key=lambda i: self.infos[i]["mem_available_mb"] - GROUP_RESERVE_MB * running.get(i, 0))
+
+    def run_groups(self, env_id: str, tasks: Sequence[str], group: int, policy_factory: Callable[[str, int], Any],
+                   *, think: ThinkTimeModel = ThinkTimeModel(), seed: int = 0, concurrency: int = 8,
+                   env_kwargs: dict | None = None, max_attempts: int = 3,
+                   on: Sequence[int] | None = None) -> list[GroupResult]:
+        """One group of `group` samples per task, in parallel across the hosts; results in task order.
+        `on`: run task k's group on host on[k] (placement and rescheduling off for it: tests, benchmarks)."""
+        running: dict[int, int] = {}
+        results: dict[int, GroupResult] = {}
+        pending: dict[Any, tuple[int, int]] = {}  # object ref -> (task index, host)
+        attempts: dict[int, list[int]] = {i: [] for i in range(len(tasks))}
+
+        def submit(k: int) -> None:
+            h = on[k] if on is not None else self.placement(env_id, tasks[k], running)
+            running[h] = running.get(h, 0) + 1
+            attempts[k].append(h)
+            ref = self.hosts[h].rollout_group.remote(
+                env_id, tasks[k], _bind(policy_factory, tasks[k]), group, think=think, seed=seed,
+                concurrency=concurrency, env_kwargs=env_kwargs)
+            pending[ref] = (k, h)
+
+        for k in range(len(tasks)):
+            submit(k)
+        while pending:
+            done, _ = ray.wait(list(pending), num_returns=1)
+            k, h = pending.pop(done[0])
+            running[h] -= 1
+            try:
+                rollouts = ray.get(done[0])
+            except RayActorError:
+                self.alive[h] = False
+                if on is not None or len(attempts[k]) >= max_attempts:
+                    raise
+                submit(k)
+                continue
+            results[k] = GroupResult(tasks[k], h, rollouts, attempts[k])
+            self.infos[h] = ray.get(self.hosts[h].info.remote())
+        return [results[k] for k in range(len(tasks))]
+
+    def hub_stats(self) -> dict | None:
+        return None if self.hub is None else ray.get(self.hub.stats.remote())
+
+    def refresh(self) -> list[dict]:
+        """Every live host's info (free memory, tasks it holds, shared-record counters)."""
+        for i, h in enumerate(self.hosts):
+            if self.alive[i]:
+                try:
+                    self.infos[i] = ray.get(h.info.remote(), timeout=30)
+                except (RayActorError, ray.exceptions.GetTimeoutError):
+                    self.alive[i] = False
+        return self.infos
+
+    def close(self) -> None:
+        """End the hosts (their workspaces are destroyed at their exit) and the hub."""
+        ends = [h.shutdown.remote() for i, h in enumerate(self.hosts) if self.alive[i]]
+        for ref in ends:
+            try:
+                ray.get(ref, timeout=120)
+            except (RayActorError, ray.exceptions.GetTimeoutError):
+                pass  # ended (exit_actor) or unreachable
+        if self.hub is not None:
+            ray.kill(self.hub, no_restart=True)
+
+
+def _bind(policy_factory: Callable[[str, int], Any], task_id: str) -> Callable[[int], Any]:
+    return lambda g: policy_factory(task_id, g)
