@@ -5,12 +5,11 @@ network namespace, each node its own state dir) and the driver runs inside it; w
 once on that cluster with all its nodes. On one machine the nodes share its cores and memory: the measured
 rows show placement and correctness (rewards identical to one node, every group on one node so every fork is
 local, snapshots never shipped), not speed-up. The model extrapolates to 256 concurrent rollouts on N machines
-like the one measured from the one-node row: each machine runs 256/N rollouts; memory = the node's idle cost +
-256/N × the measured memory per running rollout; throughput = N × the node's steps/s per rollout × 256/N, while
-256/N rollouts fit its memory.
+like the one measured, from the one-node row (see `model`).
 
 Writes OUT/scale.json = {"rows": [{"nodes", "envs", "episodes", "steps_per_s", "peak_mb_per_node",
-"local_fork_fraction", "shipped_snapshots", "rewards", "wall_s", "hub"}], "model": [...], "args"} + OUT/scale.png.
+"local_fork_fraction", "shipped_snapshots", "rewards", "wall_s", "cpu_busy", "hub"}], "model": [...], "args"}
++ OUT/scale.png.
 """
 from __future__ import annotations
 
@@ -55,6 +54,7 @@ def epoch(address: str, a: Args) -> dict:
     import bunshin_gym
     from bunshin_gym.cluster import Cluster
     from bunshin_gym.rollout import StochasticTracePolicy, ThinkTimeModel
+    from bunshin_gym.runtime import cpu_times
 
     adapter = bunshin_gym.adapter_for(a.env)
     tasks = list(a.tasks or DEFAULT_TASKS[a.env])
@@ -75,12 +75,14 @@ def epoch(address: str, a: Args) -> dict:
 
     sampler = threading.Thread(target=sample_memory, daemon=True)
     sampler.start()
+    cpu0 = cpu_times()
     t0 = time.monotonic()
     try:
         results = cluster.run_groups(a.env, tasks, a.group,
                                      lambda t, g: StochasticTracePolicy(oracles[t], perturb_p=a.perturb_p),
                                      think=ThinkTimeModel(a.think_median_s), seed=a.seed, concurrency=a.group)
         wall = time.monotonic() - t0
+        cpu1 = cpu_times()
     finally:
         stop.set()
         sampler.join()
@@ -89,6 +91,7 @@ def epoch(address: str, a: Args) -> dict:
     steps = sum(len(r.actions) for g in results for r in g.rollouts)
     return {"nodes": len(cluster.hosts), "envs": len(tasks) * a.group, "episodes": len(tasks) * a.group,
             "steps": steps, "wall_s": round(wall, 2), "steps_per_s": round(steps / wall, 3),
+            "cpu_busy": round(1 - (cpu1[0] - cpu0[0]) / (cpu1[1] - cpu0[1]), 3) if cpu0 and cpu1 else None,
             "peak_mb_per_node": [round(p) for p in peaks],
             "local_fork_fraction": sum(len(g.attempts) == 1 for g in results) / len(results),
             "shipped_snapshots": 0, "placement": {g.task_id: g.node for g in results},
@@ -96,17 +99,20 @@ def epoch(address: str, a: Args) -> dict:
 
 
 def model(row: dict, a: Args, memory_gb: float) -> list[dict]:
-    """256 rollouts on N machines like the one that measured `row` (a one-node row)."""
-    running = row["envs"]
-    per_rollout_mb = statistics.median(row["peak_mb_per_node"]) / running
-    per_rollout_steps_s = row["steps_per_s"] / running
+    """`target_rollouts` rollouts on N machines like the one that measured `row` (a one-node row).
+
+    A machine runs ceil(target / N) of them; its memory is that many times the measured PSS per running
+    rollout; its throughput is what the measured node sustained (its CPUs were the limit: see `cpu_busy`),
+    but never more than its rollouts can ask for (one step per think time each)."""
+    per_rollout_mb = statistics.median(row["peak_mb_per_node"]) / row["envs"]
     out = []
     for n in a.model_nodes:
         per_node = -(-a.target_rollouts // n)
         mem_mb = per_node * per_rollout_mb
         fits = mem_mb <= memory_gb * 1024 * 0.9
+        node_steps = min(row["steps_per_s"], per_node / max(a.think_median_s, 1e-3))
         out.append({"nodes": n, "rollouts_per_node": per_node, "memory_mb_per_node": round(mem_mb),
-                    "fits": fits, "steps_per_s": round(n * per_node * per_rollout_steps_s, 2) if fits else None})
+                    "fits": fits, "steps_per_s": round(n * node_steps, 2) if fits else None})
     return out
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import functools
 import io
 import urllib.parse
 from typing import Any
@@ -47,12 +48,19 @@ def spaces_from_schema(schema: dict) -> spaces.Dict:
     return spaces.Dict(out)
 
 
+@functools.lru_cache(maxsize=8)
+def _decoded_png(encoded: str) -> np.ndarray:
+    image = np.asarray(Image.open(io.BytesIO(base64.b64decode(encoded))).convert("RGB"), dtype=np.uint8)
+    image.flags.writeable = False  # shared by every observation with this screenshot: callers get copies
+    return image
+
+
 def decode_observation(data: dict, space: spaces.Dict) -> dict:
     obs = {}
     for key, sub in space.spaces.items():
         value = data[key]
         if isinstance(sub, spaces.Box):
-            obs[key] = np.asarray(Image.open(io.BytesIO(base64.b64decode(value))).convert("RGB"), dtype=np.uint8)
+            obs[key] = _decoded_png(value).copy()  # the same screenshot again (a cache hit): not decoded again
         elif isinstance(sub, spaces.Sequence):
             obs[key] = tuple(value)
         else:

@@ -35,14 +35,17 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import collections
 import contextvars
 import copy
 import dataclasses
 import functools
+import hashlib
 import hmac
 import io
 import ipaddress
 import json
+import threading
 from typing import Any
 
 import gymnasium as gym
@@ -96,14 +99,36 @@ def observation_model(space: spaces.Dict, name: str) -> type[Observation]:
     return create_model(name, __base__=Observation, **fields)
 
 
+_PNGS: collections.OrderedDict[bytes, str] = collections.OrderedDict()
+_PNGS_LOCK = threading.Lock()
+_PNGS_KEPT = 64
+
+
+def png_base64(image: np.ndarray) -> str:
+    """An image as base64 PNG; the last 64 are kept by content hash, so a cache hit (the same screenshot
+    again) costs a hash (~3 ms for 1280x720) instead of an encode (~40 ms)."""
+    image = np.ascontiguousarray(image)
+    key = hashlib.blake2b(memoryview(image).cast("B"), digest_size=16).digest() + repr(image.shape).encode()
+    with _PNGS_LOCK:
+        if key in _PNGS:
+            _PNGS.move_to_end(key)
+            return _PNGS[key]
+    buf = io.BytesIO()
+    Image.fromarray(image).save(buf, format="PNG", compress_level=1)  # level 1: ~5x faster, ~1.3x bigger
+    encoded = base64.b64encode(buf.getvalue()).decode("ascii")
+    with _PNGS_LOCK:
+        _PNGS[key] = encoded
+        while len(_PNGS) > _PNGS_KEPT:
+            _PNGS.popitem(last=False)
+    return encoded
+
+
 def encode_observation(obs: dict) -> dict:
     """A gym observation as JSON values: uint8 images as base64 PNG, sequences as lists."""
     out: dict[str, Any] = {}
     for key, value in obs.items():
         if isinstance(value, np.ndarray):
-            buf = io.BytesIO()
-            Image.fromarray(value).save(buf, format="PNG", compress_level=1)  # level 1: ~5x faster, ~1.3x bigger
-            out[key] = base64.b64encode(buf.getvalue()).decode("ascii")
+            out[key] = png_base64(value)
         elif isinstance(value, (tuple, list)):
             out[key] = list(value)
         else:
