@@ -23,7 +23,7 @@ import collections
 import logging
 import os
 import threading
-import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -41,7 +41,7 @@ except ImportError as e:  # pragma: no cover - depends on the installation
 from .cache import CachedStep
 from .rollout import Rollout, ThinkTimeModel, rollout_group
 
-__all__ = ["Cluster", "GroupResult", "NodeHost", "RecordHub"]
+__all__ = ["Cluster", "GroupResult", "NodeHost", "RecordHub", "Slot"]
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +138,7 @@ class NodeHost:
         self.records = HubRecords(hub) if hub is not None else None
         runtime().shared_records = self.records
         self.tasks: set[tuple[str, str]] = set()  # (env id, task id) whose task snapshot this node built
+        self.slots: dict[str, Any] = {}  # slot id -> gym env (`Slot`)
         self._lock = threading.Lock()
 
     def info(self) -> dict:
@@ -158,6 +159,50 @@ class NodeHost:
         with self._lock:
             self.tasks.add((env_id, task_id))
         return out
+
+    # ---- single envs ("slots") on this node, for `Slot` ----------------------------------------------
+    def open(self, slot: str, env_id: str, env_kwargs: dict) -> None:
+        import gymnasium as gym
+
+        import bunshin_gym  # noqa: F401 - registers the envs
+
+        self.slots[slot] = gym.make(env_id, **env_kwargs)
+
+    def reset(self, slot: str, seed: int | None, options: dict | None):
+        obs, info = self.slots[slot].reset(seed=seed, options=options)
+        with self._lock:
+            self.tasks.add((self.slots[slot].spec.id, str(info["task_id"])))
+        return obs, info
+
+    def step(self, slot: str, action: Any):
+        return self.slots[slot].step(action)
+
+    def fork(self, slot: str, new_slots: Sequence[str]) -> None:
+        """Local fork: live clones of `slot`'s workspace on this node."""
+        for sid, env in zip(new_slots, self.slots[slot].fork(len(new_slots))):
+            self.slots[sid] = env
+
+    def position(self, slot: str) -> dict:
+        """What another node needs to rebuild `slot`'s state by replay: env, task, actions so far."""
+        env = self.slots[slot]
+        base = env.unwrapped
+        return {"env_id": env.spec.id, "env_kwargs": base.config.kwargs(), "task_id": base.task.id,
+                "history": list(base.history), "elapsed_steps": base.elapsed_steps}
+
+    def replay(self, slot: str, position: dict) -> None:
+        """`slot` rebuilt from another node's `position`: this node's task snapshot, then the actions (hits
+        when the records are shared: the workspace catches up in the background)."""
+        self.open(slot, position["env_id"], position["env_kwargs"])
+        env = self.slots[slot]
+        env.reset(options={"task_id": position["task_id"]})
+        for action in position["history"]:
+            env.step(action)
+        env.unwrapped.episode.elapsed_steps = position["elapsed_steps"]  # malformed steps count, replay none
+
+    def close_slot(self, slot: str) -> None:
+        env = self.slots.pop(slot, None)
+        if env is not None:
+            env.close()
 
     def memory_mb(self) -> float:
         """PSS of this host process and of every workspace of this node (live, standby and speculative)."""
@@ -267,6 +312,14 @@ class Cluster:
             self.infos[h] = ray.get(self.hosts[h].info.remote())
         return [results[k] for k in range(len(tasks))]
 
+    def make(self, env_id: str, node: int | None = None, **env_kwargs: Any) -> Slot:
+        """One env on a node (default: the live one with the most free memory); see `Slot`."""
+        if node is None:
+            node = self.placement(env_id, str(env_kwargs.get("task_id")), {})
+        slot = Slot(self, node, uuid.uuid4().hex[:12])
+        ray.get(self.hosts[node].open.remote(slot.id, env_id, env_kwargs))
+        return slot
+
     def hub_stats(self) -> dict | None:
         return None if self.hub is None else ray.get(self.hub.stats.remote())
 
@@ -294,3 +347,41 @@ class Cluster:
 
 def _bind(policy_factory: Callable[[str, int], Any], task_id: str) -> Callable[[int], Any]:
     return lambda g: policy_factory(task_id, g)
+
+
+class Slot:
+    """One env living on a node's host (made by `Cluster.make`): reset/step/close as a gym env, and `fork`.
+
+    `fork(n, node)` onto the slot's own node is a local fork (live clones of its workspace, milliseconds to a
+    restore); onto another node it replays: that node restores its own task snapshot and runs the slot's
+    actions, which are hits there when records are shared (the workspace catches up behind them). Snapshots
+    are not shipped: measured here, a WebArena snapshot's images are hundreds of MB (a second or more through
+    Ray, plus the restore), while a replay of shared records costs milliseconds a step once the node holds the
+    task snapshot (see the issue note for the numbers).
+    """
+
+    def __init__(self, cluster: Cluster, node: int, slot_id: str) -> None:
+        self.cluster, self.node, self.id = cluster, node, slot_id
+
+    @property
+    def _host(self):
+        return self.cluster.hosts[self.node]
+
+    def reset(self, seed: int | None = None, options: dict | None = None):
+        return ray.get(self._host.reset.remote(self.id, seed, options))
+
+    def step(self, action: Any):
+        return ray.get(self._host.step.remote(self.id, action))
+
+    def fork(self, n: int = 1, node: int | None = None) -> list[Slot]:
+        node = self.node if node is None else node
+        new = [Slot(self.cluster, node, uuid.uuid4().hex[:12]) for _ in range(n)]
+        if node == self.node:
+            ray.get(self._host.fork.remote(self.id, [s.id for s in new]))
+        else:
+            position = self._host.position.remote(self.id)  # an object ref: passed host to host by Ray
+            ray.get([self.cluster.hosts[node].replay.remote(s.id, position) for s in new])
+        return new
+
+    def close(self) -> None:
+        ray.get(self._host.close_slot.remote(self.id))

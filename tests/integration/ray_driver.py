@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 
 import bunshin_gym
 from bunshin_gym.cluster import Cluster
@@ -13,6 +14,7 @@ from bunshin_gym.rollout import ThinkTimeModel, TracePolicy
 
 ENV = "BunshinWebArena-v0"
 TASKS = ["0", "1", "2"]
+SLOT_TASK = "5"  # click, click, click, stop
 
 
 def branches(task: str) -> list[list[str]]:
@@ -51,6 +53,28 @@ def main(address: str, scenario: str, out: str) -> None:
             report["alive"] = cluster.alive
             again = cluster.run_groups(ENV, TASKS, 2, policy, think=ThinkTimeModel(0))
             report["again"] = summary(again)
+        elif scenario == "slots":
+            # one env on node 0, two steps in; a local fork and a fork onto node 1 (replayed there)
+            actions = bunshin_gym.adapter_for(ENV).oracle_actions(bunshin_gym.adapter_for(ENV).load_task(SLOT_TASK))
+            src = cluster.make(ENV, node=0, task_id=SLOT_TASK)
+            src.reset(seed=0)
+            for a in actions[:-1]:
+                src.step(a)
+            t0 = time.perf_counter()
+            (local,) = src.fork(1)
+            t1 = time.perf_counter()
+            (remote,) = src.fork(1, node=1)  # node 1 builds the task snapshot first
+            t2 = time.perf_counter()
+            src.fork(1, node=1)[0].close()  # now it holds it: restore + replay of shared records
+            t3 = time.perf_counter()
+            report["fork_s"] = {"local": t1 - t0, "other_node_cold": t2 - t1, "other_node_warm": t3 - t2}
+            ends = {}
+            for name, slot in (("source", src), ("local", local), ("remote", remote)):
+                obs, reward, term, _, info = slot.step(actions[-1])
+                ends[name] = {"reward": reward, "terminated": term, "url": obs["url"], "steps": info["elapsed_steps"],
+                              "node": slot.node}
+                slot.close()
+            report["slots"] = ends
         report["hub"] = cluster.hub_stats()
         report["infos"] = cluster.refresh()
     finally:

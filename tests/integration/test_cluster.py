@@ -66,6 +66,16 @@ def test_a_grpo_epoch_on_three_nodes_matches_one_process_and_shares_records(clus
     assert len({info["state_dir"] for info in report["infos"]}) == 3  # each node its own state
 
 
+def test_a_slot_forks_locally_and_onto_another_node_by_replay(cluster, tmp_path):
+    report = _drive(cluster, "slots", tmp_path)
+    ends = report["slots"]
+    assert {e["node"] for e in ends.values()} == {0, 1}
+    for name in ("local", "remote"):  # both continue from the source's state: the same end, the same reward
+        assert ends[name]["reward"] == ends["source"]["reward"] == 1.0, ends
+        assert ends[name]["url"] == ends["source"]["url"] and ends[name]["steps"] == ends["source"]["steps"], ends
+    assert report["hub"]["found"] > 0  # the other node replayed from records, it did not execute again
+
+
 def test_a_node_dying_mid_epoch_reschedules_its_groups_and_records_nothing_wrong(cluster, expected, tmp_path):
     out = tmp_path / "death.json"
     driver = cluster.popen(["-m", "tests.integration.ray_driver", cluster.address, "death", str(out)],
