@@ -37,7 +37,6 @@ import base64
 import binascii
 import collections
 import contextvars
-import copy
 import dataclasses
 import functools
 import hashlib
@@ -146,7 +145,7 @@ class BunshinSession(Environment):
         self.server = server
         self.session_id: str | None = None
         self.env: gym.Env | None = None
-        self.last_obs: dict | None = None
+        self.episode_id: str | None = None
 
     def reset(self, seed: int | None = None, episode_id: str | None = None, task_id: str | int | None = None,
               task_config: dict | None = None, **unknown: Any) -> Observation:
@@ -160,14 +159,13 @@ class BunshinSession(Environment):
             self.env = gym.make(self.server.env_id, **self.server.env_kwargs)
         options = {k: v for k, v in (("task_id", task_id), ("task_config", task_config)) if v is not None}
         obs, info = self.env.reset(seed=seed, options=options or None)
-        self.last_obs = obs
+        self.episode_id = episode_id
         return self._observation(obs, info, None, False, False)
 
     def step(self, action: BunshinAction, timeout_s: float | None = None, **_: Any) -> Observation:
         if self.env is None:
             raise RuntimeError("step before reset: send reset first")
         obs, reward, terminated, truncated, info = self.env.step(action.action)
-        self.last_obs = obs
         return self._observation(obs, info, float(reward), terminated, truncated)
 
     def _observation(self, obs: dict, info: dict, reward: float | None, terminated: bool,
@@ -180,7 +178,7 @@ class BunshinSession(Environment):
     def state(self) -> State:
         base = self.env.unwrapped if self.env is not None else None
         task = base.task if base is not None else None
-        return State(episode_id=None, step_count=base.elapsed_steps if base is not None else 0,
+        return State(episode_id=self.episode_id, step_count=base.elapsed_steps if base is not None else 0,
                      session_id=self.session_id, env_id=self.server.env_id, task_id=task.id if task else None)
 
     def get_metadata(self) -> EnvironmentMetadata:
@@ -260,7 +258,7 @@ class BunshinServer(HTTPEnvServer):
         try:
             for clone in clones:
                 cid, session = await self._create_session()
-                session.env, session.last_obs = clone, copy.deepcopy(parent.last_obs)
+                session.env = clone
                 ids.append(cid)
         except BaseException:
             for clone in clones[len(ids):]:
