@@ -8,7 +8,8 @@ local, snapshots never shipped), not speed-up. The model extrapolates to 256 con
 like the one measured, from the one-node row (see `model`).
 
 Writes OUT/scale.json = {"rows": [{"nodes", "envs", "episodes", "steps_per_s", "peak_mb_per_node",
-"local_fork_fraction", "shipped_snapshots", "rewards", "wall_s", "cpu_busy", "hub"}], "model": [...], "args"}
+"local_fork_fraction", "shipped_snapshots", "rewards", "wall_s", "cpu_busy", "hub"}], "fork_across_nodes": {local,
+replay and ship costs of one fork, from the largest cluster (see `fork_costs`)}, "model": [...], "args"}
 + OUT/scale.png.
 """
 from __future__ import annotations
@@ -98,6 +99,46 @@ def epoch(address: str, a: Args) -> dict:
             "rewards": {g.task_id: [r.reward for r in g.rollouts] for g in results}, "hub": hub}
 
 
+def fork_costs(address: str, a: Args) -> dict:
+    """Driver, on a cluster of >= 2 nodes: a fork of one env (after all but its last oracle action) onto its own
+    node, onto another node by replay (cold: that node builds the task snapshot; warm: it holds it), and what
+    shipping the snapshot instead would move and how long Ray takes to move it (dump and transfer only: the
+    restore on the other side would come on top)."""
+    import ray
+
+    import bunshin_gym
+    from bunshin_gym.cluster import Cluster
+
+    tasks = list(a.tasks or DEFAULT_TASKS[a.env])
+    adapter = bunshin_gym.adapter_for(a.env)
+    task = max(tasks, key=lambda t: len(adapter.oracle_actions(adapter.load_task(t))))
+    actions = adapter.oracle_actions(adapter.load_task(task))
+    cluster = Cluster(address)
+    try:
+        src = cluster.make(a.env, node=0, task_id=task)
+        src.reset(seed=a.seed)
+        for action in actions[:-1]:
+            src.step(action)
+        out = {"task": task, "steps_before_fork": len(actions) - 1}
+        for name, node in (("local_s", 0), ("replay_cold_s", 1), ("replay_warm_s", 1)):
+            t0 = time.perf_counter()
+            (clone,) = src.fork(1, node=node)
+            out[name] = round(time.perf_counter() - t0, 3)
+            clone.close()
+        data, meta = cluster.hosts[0].export_snapshot.options(num_returns=2).remote(src.id)
+        meta = ray.get(meta)
+        t0 = time.perf_counter()
+        ray.get(cluster.hosts[1].receive.remote(data))
+        out.update(ship_mb=round(meta["bytes"] / 2**20, 1), ship_dump_s=meta["dump_s"], ship_pack_s=meta["pack_s"],
+                   ship_transfer_s=round(time.perf_counter() - t0, 3))
+        out["ship_s_without_restore"] = round(out["ship_dump_s"] + out["ship_pack_s"] + out["ship_transfer_s"], 3)
+        out["cheaper_across_nodes"] = "replay" if out["replay_warm_s"] <= out["ship_s_without_restore"] else "ship"
+        src.close()
+    finally:
+        cluster.close()
+    return out
+
+
 def model(row: dict, a: Args, memory_gb: float) -> list[dict]:
     """`target_rollouts` rollouts on N machines like the one that measured `row` (a one-node row).
 
@@ -123,7 +164,7 @@ def run(a: Args, progress: bool = True) -> dict:
 
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    rows = []
+    rows, fork = [], None
     if a.address:
         rows.append(epoch(a.address, a))
     for n in ([] if a.address else a.nodes):
@@ -137,13 +178,19 @@ def run(a: Args, progress: bool = True) -> dict:
             if r.returncode != 0:
                 raise RuntimeError(f"the driver on {n} node(s) failed:\n{r.stdout[-2000:]}\n{r.stderr[-4000:]}")
             rows.append(json.loads(row_json.read_text()))
+            if n == max(a.nodes) and n >= 2:
+                r = cluster.python(["-m", "benchmarks.scale_bench", "--fork-costs", cluster.address, args_json,
+                                    str(row_json)], check=False)
+                if r.returncode != 0:
+                    raise RuntimeError(f"the fork-cost driver failed:\n{r.stdout[-2000:]}\n{r.stderr[-4000:]}")
+                fork = json.loads(row_json.read_text())
     memory_gb = a.memory_per_node_gb or accounting.meminfo()["MemTotal"] / 2**30
     one = next((r for r in rows if r["nodes"] == 1), rows[0])
     base = one["rewards"]
     for r in rows:
         r["rewards_identical_to_first"] = r["rewards"] == base
-    result = {"rows": rows, "model": model(one, a, memory_gb), "model_memory_gb": round(memory_gb, 1),
-              "args": asdict(a)}
+    result = {"rows": rows, "fork_across_nodes": fork, "model": model(one, a, memory_gb),
+              "model_memory_gb": round(memory_gb, 1), "args": asdict(a)}
     (out / "scale.json").write_text(json.dumps(result, indent=1))
     _plot(result, out / "scale.png")
     return result
@@ -186,13 +233,16 @@ def _plot(result: dict, path: Path) -> None:
 
 def _driver_main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description="the driver of `bunshin bench scale` (inside the cluster)")
-    parser.add_argument("--driver", required=True, metavar="ADDRESS")
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--driver", metavar="ADDRESS", help="run the epoch on this cluster")
+    which.add_argument("--fork-costs", metavar="ADDRESS", help="measure fork across nodes on this cluster")
     parser.add_argument("args_json")
     parser.add_argument("out")
     ns = parser.parse_args(argv)
     raw = json.loads(ns.args_json)
     a = Args(**{k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()})
-    Path(ns.out).write_text(json.dumps(epoch(ns.driver, a)))
+    result = epoch(ns.driver, a) if ns.driver else fork_costs(ns.fork_costs, a)
+    Path(ns.out).write_text(json.dumps(result))
 
 
 if __name__ == "__main__":
