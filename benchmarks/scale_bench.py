@@ -210,23 +210,19 @@ def _plot(result: dict, path: Path) -> None:
     fit = [m for m in mdl if m["fits"]]
     ax1.plot([m["nodes"] for m in fit], [m["steps_per_s"] for m in fit], "s--",
              label=f"model: {result['args']['target_rollouts']} rollouts on N machines")
-    ax1.set_xscale("log", base=2)
-    ax1.set_yscale("log")
-    ax1.set_xlabel("nodes")
-    ax1.set_ylabel("environment steps / s")
-    ax1.legend(fontsize=8)
-    ax1.set_title("throughput")
     for r in rows:
         ax2.scatter([r["nodes"]] * len(r["peak_mb_per_node"]), r["peak_mb_per_node"], color="tab:blue")
     ax2.plot([m["nodes"] for m in mdl], [m["memory_mb_per_node"] for m in mdl], "s--", color="tab:orange",
              label="model: memory per machine")
     ax2.axhline(result["model_memory_gb"] * 1024, color="0.5", ls=":", label="one machine's memory")
-    ax2.set_xscale("log", base=2)
-    ax2.set_yscale("log")
-    ax2.set_xlabel("nodes")
-    ax2.set_ylabel("peak PSS per node (MB)")
-    ax2.legend(fontsize=8)
-    ax2.set_title("memory per node")
+    for ax, ylabel, title in ((ax1, "environment steps / s", "throughput"),
+                              (ax2, "peak PSS per node (MB)", "memory per node")):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("nodes")
+        ax.set_ylabel(ylabel)
+        ax.legend(fontsize=8)
+        ax.set_title(title)
     fig.suptitle("GRPO epoch on Ray nodes: every group on one node, snapshots never shipped", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

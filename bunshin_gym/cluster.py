@@ -38,7 +38,10 @@ except ImportError as e:  # pragma: no cover - depends on the installation
         "bunshin_gym.cluster needs Ray, which is not installed; run `pip install 'bunshin-gym[ray]'` "
         "(or `/opt/bunshin/venv/bin/pip install ray`)") from e
 
+from forkcore import accounting, paths
+
 from .cache import CachedStep
+from .cache.tree import result_nbytes
 from .rollout import Rollout, ThinkTimeModel, rollout_group
 
 __all__ = ["Cluster", "GroupResult", "NodeHost", "RecordHub", "Slot"]
@@ -47,14 +50,6 @@ log = logging.getLogger(__name__)
 
 #: memory a running group is expected to take on its node until measured (a workspace per sample, shared pages)
 GROUP_RESERVE_MB = 1536
-
-
-def _meminfo_mb(field_name: str) -> float:
-    with open("/proc/meminfo") as f:
-        for line in f:
-            if line.startswith(field_name + ":"):
-                return int(line.split()[1]) / 1024
-    raise KeyError(field_name)
 
 
 class RecordHub:
@@ -70,7 +65,7 @@ class RecordHub:
         key = (tree_key, tuple(prefix))
         if key in self.records:
             return
-        size = _step_bytes(step)
+        size = result_nbytes(step)
         self.records[key] = (step, exec_s, size)
         self.used += size
         self.counts["put"] += 1
@@ -90,21 +85,6 @@ class RecordHub:
 
     def stats(self) -> dict:
         return {**self.counts, "records": len(self.records), "mb": round(self.used / 2**20, 1)}
-
-
-def _pss(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("Pss:"))
-    except (OSError, StopIteration):
-        return 0
-
-
-def _step_bytes(step: CachedStep) -> int:
-    total = 256
-    for v in (step.observation or {}).values():
-        total += getattr(v, "nbytes", None) or len(str(v))
-    return total
 
 
 class HubRecords:
@@ -145,9 +125,9 @@ class NodeHost:
         from .runtime import runtime
 
         ctx = ray.get_runtime_context()
-        return {"node_id": ctx.get_node_id(), "pid": os.getpid(), "mem_available_mb": round(_meminfo_mb("MemAvailable")),
-                "tasks": sorted(self.tasks), "standby": runtime().standby.stats(),
-                "state_dir": os.environ.get("BUNSHIN_STATE_DIR", "/var/lib/bunshin"),
+        return {"node_id": ctx.get_node_id(), "pid": os.getpid(),
+                "mem_available_mb": round(accounting.meminfo()["MemAvailable"] / 2**20),
+                "tasks": sorted(self.tasks), "standby": runtime().standby.stats(), "state_dir": str(paths.STATE_DIR),
                 "shared_records": None if self.records is None else
                 {"asked": self.records.asked, "found": self.records.found, "told": self.records.told}}
 
@@ -207,8 +187,6 @@ class NodeHost:
         import tarfile
         import time
 
-        from forkcore import paths
-
         ws = self.slots[slot].unwrapped.live_workspace()
         t0 = time.perf_counter()
         snap = ws.snapshot()
@@ -236,9 +214,7 @@ class NodeHost:
 
     def memory_mb(self) -> float:
         """PSS of this host process and of every workspace of this node (live, standby and speculative)."""
-        from forkcore import accounting, paths
-
-        total = _pss(os.getpid())
+        total = (accounting.smaps_rollup(os.getpid()) or {}).get("Pss", 0)
         ws_root = paths.STATE_DIR / "ws"
         for d in ws_root.iterdir() if ws_root.is_dir() else []:
             try:

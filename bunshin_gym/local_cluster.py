@@ -21,6 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from forkcore.accounting import proc_stat
+
 __all__ = ["LocalCluster"]
 
 HEAD_PORT = 6379
@@ -218,13 +220,5 @@ def _kill_all(list_pids) -> None:
         except ProcessLookupError:
             pass
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and any(_running(p) for p in stopped):
+    while time.monotonic() < deadline and any((st := proc_stat(p)) and st[1][0] != "Z" for p in stopped):
         time.sleep(0.05)
-
-
-def _running(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False

@@ -52,17 +52,26 @@ def pids_in_namespace(ns: str) -> list[int]:
     return sorted(pids)
 
 
+def smaps_rollup(pid: int) -> dict[str, int] | None:
+    """A process's /proc/PID/smaps_rollup in bytes (Rss, Pss, Private_Dirty, ...); None once it is gone (or for
+    a kernel thread)."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            fields = {}
+            for line in f:
+                parts = line.split()
+                if len(parts) >= 2 and parts[0].endswith(":"):
+                    fields[parts[0][:-1]] = int(parts[1]) * 1024
+            return fields
+    except (OSError, ValueError):
+        return None
+
+
 def tree_memory(init_pid: int) -> TreeMemory:
     rss = pss = uss = n = 0
     for pid in namespace_pids(init_pid):
-        try:
-            with open(f"/proc/{pid}/smaps_rollup") as f:
-                fields = {}
-                for line in f:
-                    parts = line.split()
-                    if len(parts) >= 2 and parts[0].endswith(":"):
-                        fields[parts[0][:-1]] = int(parts[1]) * 1024
-        except (OSError, ValueError):
+        fields = smaps_rollup(pid)
+        if fields is None:
             continue  # exited meanwhile, or a kernel thread
         n += 1
         rss += fields.get("Rss", 0)

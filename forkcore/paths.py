@@ -1,4 +1,5 @@
 """Where forkcore keeps its state on the host (overridable by environment variables)."""
+import functools
 import hashlib
 import os
 from pathlib import Path
@@ -24,7 +25,9 @@ WS_READY_FILE = "/run/bunshin/ready"
 STATE_DIRS_REGISTRY = Path("/run/bunshin/state-dirs")
 
 
+@functools.cache
 def register_state_dir() -> None:
+    """Record STATE_DIR in the registry (once per process: every workspace start and restore calls it)."""
     entry = STATE_DIRS_REGISTRY / hashlib.sha256(str(STATE_DIR.resolve()).encode()).hexdigest()[:16]
     if not entry.exists():
         STATE_DIRS_REGISTRY.mkdir(parents=True, exist_ok=True)

@@ -120,6 +120,14 @@ def _start_time(pid: int) -> str | None:
     return None if stat is None or stat[1][0] in ("Z", "X") else stat[1][19]
 
 
+def _claim_ws_dir(ws_dir: Path) -> None:
+    """A new workspace's state dir, owned by this process before anything is mounted in it: a start or
+    restore killed midway leaves state gc knows is an orphan's (and gc knows this state dir)."""
+    ws_dir.mkdir(parents=True)
+    (ws_dir / "owner.pid").write_text(str(os.getpid()))
+    paths.register_state_dir()
+
+
 def _make_rw_dirs(ws_dir: Path, disk_mb: int | None) -> None:
     """The workspace's dirs: merged (its root), and rw/upper + rw/work of its overlay on a tmpfs of `disk_mb`
     (its disk quota: a full root filesystem fills that tmpfs only; None: on the state dir, unlimited)."""
@@ -178,9 +186,7 @@ class Workspace:
         _set_subreaper()
         ws_id = f"{spec.name}-{uuid.uuid4().hex[:8]}"
         ws_dir = paths.STATE_DIR / "ws" / ws_id
-        ws_dir.mkdir(parents=True)
-        (ws_dir / "owner.pid").write_text(str(os.getpid()))  # first: a start killed midway is gc's to clean
-        paths.register_state_dir()
+        _claim_ws_dir(ws_dir)
         _make_rw_dirs(ws_dir, spec.disk_mb)
         paths.SHM_DIR.mkdir(parents=True, exist_ok=True)
         mem_dir = memfile.new_view(ws_id) if spec.harden else paths.SHM_DIR
@@ -672,9 +678,7 @@ class Snapshot:
         ws_dir = paths.STATE_DIR / "ws" / ws_id
         # CRIU runs in the clone's cgroup, so every task it forks is there too: a failed or hung restore is
         # killed whole, whatever namespaces its half-restored tasks already entered.
-        ws_dir.mkdir(parents=True)
-        (ws_dir / "owner.pid").write_text(str(os.getpid()))  # before anything gc could take for an orphan
-        paths.register_state_dir()
+        _claim_ws_dir(ws_dir)
         _make_rw_dirs(ws_dir, self.spec.disk_mb)
         cgroups = WorkspaceCgroups(ws_id, pids_max=self.spec.pids_max, memory_max_mb=self.spec.memory_max_mb,
                                    devices=self.dev_nodes if self.spec.harden else ())
