@@ -4,12 +4,13 @@ With no `--address`, each node count gets its own contained local cluster (bunsh
 network namespace, each node its own state dir) and the driver runs inside it; with `--address` the epoch runs
 once on that cluster with all its nodes. On one machine the nodes share its cores and memory: the measured
 rows show placement and correctness (rewards identical to one node, every group on one node so every fork is
-local, snapshots never shipped), not speed-up. The model extrapolates to 256 concurrent rollouts on N machines
+local), not speed-up. The model extrapolates to 256 concurrent rollouts on N machines
 like the one measured, from the one-node row (see `model`).
 
 Writes OUT/scale.json = {"rows": [{"nodes", "envs", "episodes", "steps_per_s", "peak_mb_per_node",
-"local_fork_fraction", "shipped_snapshots", "rewards", "wall_s", "cpu_busy", "hub"}], "fork_across_nodes": {local,
-replay and ship costs of one fork, from the largest cluster (see `fork_costs`)}, "model": [...], "args"}
+"local_fork_fraction", "shipped_snapshots", "rewards", "wall_s", "cpu_busy", "hub"}], "fork_across_nodes": {the
+costs of one fork onto its own node and onto another by shipping and by replay, cold and warm, from the largest
+cluster (see `fork_costs`)}, "model": [...], "args"}
 + OUT/scale.png.
 """
 from __future__ import annotations
@@ -100,12 +101,11 @@ def epoch(address: str, a: Args) -> dict:
 
 
 def fork_costs(address: str, a: Args) -> dict:
-    """Driver, on a cluster of >= 2 nodes: a fork of one env (after all but its last oracle action) onto its own
-    node, onto another node by replay (cold: that node builds the task snapshot; warm: it holds it), and what
-    shipping the snapshot instead would move and how long Ray takes to move it (dump and transfer only: the
-    restore on the other side would come on top)."""
-    import ray
-
+    """Driver, on a cluster of >= 2 nodes: one fork of an env (after all but its last oracle action) onto its
+    own node, and onto another node each way (`Slot.fork`'s `via`): shipped (its live state and task snapshot,
+    moved by Ray, restored there) and replayed (that node's task snapshot, then the actions from the shared
+    records), each cold (the node lacks the task snapshot: a replay builds it) and warm (it holds it). Cold
+    replay needs a third node (a ship leaves its node warm)."""
     import bunshin_gym
     from bunshin_gym.cluster import Cluster
 
@@ -119,22 +119,22 @@ def fork_costs(address: str, a: Args) -> dict:
         src.reset(seed=a.seed)
         for action in actions[:-1]:
             src.step(action)
-        out = {"task": task, "steps_before_fork": len(actions) - 1}
-        for name, node in (("local_s", 0), ("replay_cold_s", 1), ("replay_warm_s", 1)):
+        out: dict = {"task": task, "steps_before_fork": len(actions) - 1}
+        plan = [("local_s", 0, "auto"), ("ship_cold_s", 1, "ship")]
+        if len(cluster.hosts) >= 3:
+            plan.append(("replay_cold_s", 2, "replay"))
+        plan += [("replay_warm_s", 1, "replay"), ("ship_warm_s", 1, "ship")]
+        for name, node, via in plan:
             t0 = time.perf_counter()
-            (clone,) = src.fork(1, node=node)
+            (clone,) = src.fork(1, node=node, via=via)
             out[name] = round(time.perf_counter() - t0, 3)
+            if name == "ship_cold_s":
+                out["ship"] = {**clone.fork_timings, "transfer_and_rest_s": round(out[name] - sum(
+                    v for k, v in clone.fork_timings.items() if k.endswith("_s")), 3)}
             clone.close()
-        data, meta = cluster.hosts[0].export_snapshot.options(num_returns=2).remote(src.id)
-        meta = ray.get(meta)
-        t0 = time.perf_counter()
-        ray.get(cluster.hosts[1].receive.remote(data))
-        out.update(ship_mb=round(meta["bytes"] / 2**20, 1), ship_dump_s=meta["dump_s"], ship_pack_s=meta["pack_s"],
-                   ship_transfer_s=round(time.perf_counter() - t0, 3))
-        out["ship_s_without_restore"] = round(out["ship_dump_s"] + out["ship_pack_s"] + out["ship_transfer_s"], 3)
-        out["cheaper_across_nodes"] = {  # shipping's restore would come on top: a "ship" here is a lower bound
-            kind: "replay" if out[f"replay_{kind}_s"] <= out["ship_s_without_restore"] else "ship"
-            for kind in ("warm", "cold")}
+        out["cheaper_across_nodes"] = {
+            kind: None if f"replay_{kind}_s" not in out else
+            "replay" if out[f"replay_{kind}_s"] <= out[f"ship_{kind}_s"] else "ship" for kind in ("warm", "cold")}
         src.close()
     finally:
         cluster.close()
@@ -223,7 +223,7 @@ def _plot(result: dict, path: Path) -> None:
         ax.set_ylabel(ylabel)
         ax.legend(fontsize=8)
         ax.set_title(title)
-    fig.suptitle("GRPO epoch on Ray nodes: every group on one node, snapshots never shipped", fontsize=10)
+    fig.suptitle("GRPO epoch on Ray nodes: every group on one node (all its forks local)", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -14,7 +14,8 @@ completed, nothing a dead node half-did is ever served.
 that any host executed, keyed by the prefix tree's key — which includes the task, the workspace spec, the layers
 and the host's versions, so nodes with other application versions never share — and the action prefix. A host
 asks it at a miss before executing (`Runtime.shared_records`): a record made on node A is a hit on node B at
-B's next lookup of that prefix. Snapshots are never shipped: a node rebuilds a task snapshot it lacks.
+B's next lookup of that prefix. A group never leaves its node; a single env (`Slot`) forked onto another node
+ships its live state there, or replays it where that is cheaper (see `Slot`).
 Needs the `ray` extra (`pip install 'bunshin-gym[ray]'`).
 """
 from __future__ import annotations
@@ -38,7 +39,7 @@ except ImportError as e:  # pragma: no cover - depends on the installation
         "bunshin_gym.cluster needs Ray, which is not installed; run `pip install 'bunshin-gym[ray]'` "
         "(or `/opt/bunshin/venv/bin/pip install ray`)") from e
 
-from forkcore import accounting, paths
+from forkcore import RestoreFailed, SnapshotError, accounting, paths
 
 from .cache import CachedStep
 from .cache.tree import result_nbytes
@@ -179,33 +180,30 @@ class NodeHost:
             env.step(action)
         env.unwrapped.episode.elapsed_steps = position["elapsed_steps"]  # malformed steps count, replay none
 
-    def export_snapshot(self, slot: str) -> tuple[bytes, dict]:
-        """What shipping `slot`'s live state to another node would move: its snapshot's images and layer and
-        its ancestors' layers, as one uncompressed tar (measured by `bench scale` against replay, which is what
-        `Slot.fork` does across nodes), with the dump and packing times."""
-        import io
-        import tarfile
-        import time
+    def holds_task(self, env_id: str, task_id: str) -> bool:
+        """Whether this node has built (or received) the task snapshot of (env id, task id)."""
+        return (env_id, str(task_id)) in self.tasks
 
-        ws = self.slots[slot].unwrapped.live_workspace()
-        t0 = time.perf_counter()
-        snap = ws.snapshot()
-        dump_s = time.perf_counter() - t0
+    def ship(self, slot: str) -> dict:
+        """`slot`'s episode packed for another node (bunshin_gym.shipping): its live state and task snapshot."""
+        from .shipping import pack_episode
+
+        env = self.slots[slot]
+        return {"env_id": env.spec.id, "env_kwargs": env.unwrapped.config.kwargs(), "parcel": pack_episode(env)}
+
+    def receive(self, slot: str, shipped: dict) -> dict:
+        """`slot` continues an episode another node shipped (Ray moved its bytes here); returns the timings."""
+        from .shipping import unpack_episode
+
+        self.open(slot, shipped["env_id"], shipped["env_kwargs"])
         try:
-            dirs = [snap.dir] + [p for p in snap.lowers if paths.STATE_DIR / "snapshots" in p.parents]
-            buf = io.BytesIO()
-            with tarfile.open(fileobj=buf, mode="w") as tar:
-                for d in dirs:
-                    tar.add(str(d), arcname=d.name)
-            data = buf.getvalue()
-        finally:
-            snap.release()
-        return data, {"bytes": len(data), "dump_s": round(dump_s, 3),
-                      "pack_s": round(time.perf_counter() - t0 - dump_s, 3)}
-
-    def receive(self, data: bytes) -> int:
-        """Take bytes shipped from another node (Ray moves them here before this runs)."""
-        return len(data)
+            timings = unpack_episode(self.slots[slot], shipped["parcel"])
+        except BaseException:
+            self.close_slot(slot)
+            raise
+        with self._lock:
+            self.tasks.add((shipped["env_id"], str(shipped["parcel"].task.id)))
+        return {**shipped["parcel"].timings, **timings, "mb": round(shipped["parcel"].nbytes / 2**20, 1)}
 
     def close_slot(self, slot: str) -> None:
         env = self.slots.pop(slot, None)
@@ -358,16 +356,20 @@ def _bind(policy_factory: Callable[[str, int], Any], task_id: str) -> Callable[[
 class Slot:
     """One env living on a node's host (made by `Cluster.make`): reset/step/close as a gym env, and `fork`.
 
-    `fork(n, node)` onto the slot's own node is a local fork (live clones of its workspace, milliseconds to a
-    restore); onto another node it replays: that node restores its own task snapshot and runs the slot's
-    actions, which are hits there when records are shared (the workspace catches up behind them). Snapshots
-    are not shipped: measured here, a WebArena snapshot's images are hundreds of MB (a second or more through
-    Ray, plus the restore), while a replay of shared records costs milliseconds a step once the node holds the
-    task snapshot (see the issue note for the numbers).
+    `fork(n, node)` onto the slot's own node is a local fork (live clones of its workspace). Onto another node
+    it takes whichever way is cheaper, as `bench scale` measured them (`fork_across_nodes`): if that node
+    holds the task snapshot it *replays* (restores its own task snapshot and runs the slot's actions, which are
+    hits there when records are shared, the workspace catching up behind them: a tenth of a second); if not, it
+    *ships* (bunshin_gym.shipping: the live state and its task snapshot, packed by the slot's host and moved
+    by Ray; seconds, against several for building the task snapshot there, and the node is warm after). A
+    state that cannot ship (memfile backend) is replayed. `via` forces one way; each new slot's `.via` says
+    which ran ("local", "ship" or "replay") and `.fork_timings` what it cost.
     """
 
     def __init__(self, cluster: Cluster, node: int, slot_id: str) -> None:
         self.cluster, self.node, self.id = cluster, node, slot_id
+        self.via: str | None = None  #: how a fork made it: "local", "ship" or "replay" (None: made by `make`)
+        self.fork_timings: dict = {}
 
     @property
     def _host(self):
@@ -379,14 +381,35 @@ class Slot:
     def step(self, action: Any):
         return ray.get(self._host.step.remote(self.id, action))
 
-    def fork(self, n: int = 1, node: int | None = None) -> list[Slot]:
+    def fork(self, n: int = 1, node: int | None = None, via: str = "auto") -> list[Slot]:
+        if via not in ("auto", "ship", "replay"):
+            raise ValueError(f"via={via!r}: expected 'auto', 'ship' or 'replay'")
         node = self.node if node is None else node
         new = [Slot(self.cluster, node, uuid.uuid4().hex[:12]) for _ in range(n)]
+        target = self.cluster.hosts[node]
+        timings: dict = {}
         if node == self.node:
+            via = "local"
             ray.get(self._host.fork.remote(self.id, [s.id for s in new]))
         else:
-            position = self._host.position.remote(self.id)  # an object ref: passed host to host by Ray
-            ray.get([self.cluster.hosts[node].replay.remote(s.id, position) for s in new])
+            if via == "auto":
+                where = ray.get(self._host.position.remote(self.id))
+                via = "replay" if ray.get(target.holds_task.remote(where["env_id"], where["task_id"])) else "ship"
+            if via == "ship":
+                try:  # the parcel's ref goes host to host: Ray moves the bytes, the driver never holds them
+                    timings = ray.get(target.receive.remote(new[0].id, self._host.ship.remote(self.id)))
+                    if n > 1:
+                        ray.get(target.fork.remote(new[0].id, [s.id for s in new[1:]]))
+                except ray.exceptions.RayTaskError as e:
+                    if not isinstance(e.cause, (SnapshotError, RestoreFailed)):
+                        raise
+                    log.warning("shipping slot %s to node %d failed, replaying there: %s", self.id, node, e.cause)
+                    via = "replay"
+            if via == "replay":
+                position = self._host.position.remote(self.id)  # an object ref: passed host to host by Ray
+                ray.get([target.replay.remote(s.id, position) for s in new])
+        for s in new:
+            s.via, s.fork_timings = via, timings
         return new
 
     def close(self) -> None:

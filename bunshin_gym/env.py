@@ -14,12 +14,13 @@ from typing import Any
 
 import gymnasium as gym
 
-from .adapter import ActionError, EnvAdapter
+from .adapter import ActionError, EnvAdapter, Task
 from .cache import CachedStep, PrefixTree
 from .config import EnvConfig
 from .episode import Episode, StepFailed
 from .runtime import runtime
 from .speculator import Speculator
+from .task_snapshots import TaskSnapshot
 
 __all__ = ["BunshinEnv", "ForkableWrapper", "StepFailed", "make_forkable", "reset_prefix_cache"]
 
@@ -173,8 +174,21 @@ class BunshinEnv(gym.Env):
             task = self.adapter.load_task(ids[int(self.np_random.integers(len(ids)))])
         t0 = time.monotonic()
         self._end_episode(background=True)  # stops speculation first: nothing of the old task lands in a tree after
+        ts = runtime().task_snapshots.task(self.adapter, task, self.config.backend)
+        result = ts.initial_result(self.adapter, task)
+        self.episode = self.new_episode(task, ts)
+        self.episode.restorer.ensure_initial_standby()
+        diag: dict[str, Any] = {}
+        if not self.config.cache:  # no tree to serve the first steps: the workspace is needed now
+            self.episode.restorer.materialise(self.episode.tree.root, diag)
+        elif self.episode.sync:  # restored while the policy thinks about its first action
+            self.episode.restorer.follow(self.episode.tree.root)
+        info = self._info(result.last_action_error, {**diag, "reset_s": time.monotonic() - t0})
+        return copy.deepcopy(result.observation), info
+
+    def new_episode(self, task: Task, ts: TaskSnapshot) -> Episode:
+        """An episode of `task` at its initial state, in the task's tree (not started: no workspace yet)."""
         rt = runtime()
-        ts = rt.task_snapshots.task(self.adapter, task, self.config.backend)
         result = ts.initial_result(self.adapter, task)
         readonly = self._readonly
         if self.config.cache:
@@ -185,16 +199,8 @@ class BunshinEnv(gym.Env):
         if tree.root.result is None:
             tree.set_root_result(CachedStep(result.observation, info={"last_action_error": ""}))
         sync = self.config.cache and self.config.background_sync
-        self.episode = Episode(rt, self.adapter, task, ts, tree, store, self.speculator, self.config.backend,
-                               self.config.step_timeout_s, self.config.cache, result.observation, sync)
-        self.episode.restorer.ensure_initial_standby()
-        diag: dict[str, Any] = {}
-        if not self.config.cache:  # no tree to serve the first steps: the workspace is needed now
-            self.episode.restorer.materialise(tree.root, diag)
-        elif sync:  # restored while the policy thinks about its first action
-            self.episode.restorer.follow(tree.root)
-        info = self._info(result.last_action_error, {**diag, "reset_s": time.monotonic() - t0})
-        return copy.deepcopy(result.observation), info
+        return Episode(rt, self.adapter, task, ts, tree, store, self.speculator, self.config.backend,
+                       self.config.step_timeout_s, self.config.cache, result.observation, sync)
 
     def step(self, action: Any):
         ep = self.episode

@@ -59,6 +59,11 @@ def _is_mount_point(path: Path) -> bool:
         return any(line.split()[4] == str(path) for line in f)
 
 
+def stack(spec_layers) -> list[Path]:
+    """The read-only layers a workspace with these spec layers starts on, top first (built if absent)."""
+    return [Path(p) for p in spec_layers] + [code_layer(), system_layer()]
+
+
 def _layers_root() -> Path:
     root = paths.STATE_DIR / "layers"
     root.mkdir(parents=True, exist_ok=True)

@@ -190,7 +190,7 @@ class Workspace:
         _make_rw_dirs(ws_dir, spec.disk_mb)
         paths.SHM_DIR.mkdir(parents=True, exist_ok=True)
         mem_dir = memfile.new_view(ws_id) if spec.harden else paths.SHM_DIR
-        lowers = [Path(p) for p in spec.layers] + [layers.code_layer(), layers.system_layer()]
+        lowers = layers.stack(spec.layers)
         etc = ws_dir / "rw/upper/etc/bunshin"
         etc.mkdir(parents=True)
         (etc / "spec.json").write_text(spec.to_json())

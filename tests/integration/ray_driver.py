@@ -54,25 +54,28 @@ def main(address: str, scenario: str, out: str) -> None:
             again = cluster.run_groups(ENV, TASKS, 2, policy, think=ThinkTimeModel(0))
             report["again"] = summary(again)
         elif scenario == "slots":
-            # one env on node 0, two steps in; a local fork and a fork onto node 1 (replayed there)
+            # one env on node 0, all but its last action in; forks: local, onto node 1 (cold: shipped), onto
+            # node 2 by replay (cold: node 2 builds the task snapshot), onto node 1 again (warm: replayed), onto
+            # node 2 shipped although it holds its own task snapshot
             actions = bunshin_gym.adapter_for(ENV).oracle_actions(bunshin_gym.adapter_for(ENV).load_task(SLOT_TASK))
-            src = cluster.make(ENV, node=0, task_id=SLOT_TASK)
+            src = cluster.make(ENV, node=0, task_id=SLOT_TASK, diagnostics=True)
             src.reset(seed=0)
             for a in actions[:-1]:
-                src.step(a)
-            t0 = time.perf_counter()
-            (local,) = src.fork(1)
-            t1 = time.perf_counter()
-            (remote,) = src.fork(1, node=1)  # node 1 builds the task snapshot first
-            t2 = time.perf_counter()
-            src.fork(1, node=1)[0].close()  # now it holds it: restore + replay of shared records
-            t3 = time.perf_counter()
-            report["fork_s"] = {"local": t1 - t0, "other_node_cold": t2 - t1, "other_node_warm": t3 - t2}
+                obs = src.step(a)[0]
+            report["url_before_fork"] = obs["url"]
+            forks, report["fork"] = {}, {}
+            for name, node, via in (("local", None, "auto"), ("shipped", 1, "auto"), ("replayed", 2, "replay"),
+                                    ("warm", 1, "auto"), ("shipped_warm", 2, "ship")):
+                t0 = time.perf_counter()
+                (forks[name],) = src.fork(1, node=node, via=via)
+                report["fork"][name] = {"s": time.perf_counter() - t0, "via": forks[name].via,
+                                        "timings": forks[name].fork_timings}
             ends = {}
-            for name, slot in (("source", src), ("local", local), ("remote", remote)):
+            # the shipped clone ends first: its last step is executed there (a miss), on the shipped workspace
+            for name, slot in [("shipped", forks.pop("shipped")), *forks.items(), ("source", src)]:
                 obs, reward, term, _, info = slot.step(actions[-1])
                 ends[name] = {"reward": reward, "terminated": term, "url": obs["url"], "steps": info["elapsed_steps"],
-                              "node": slot.node}
+                              "node": slot.node, "cache": info["bunshin"]["cache"]}
                 slot.close()
             report["slots"] = ends
         report["hub"] = cluster.hub_stats()

@@ -66,14 +66,22 @@ def test_a_grpo_epoch_on_three_nodes_matches_one_process_and_shares_records(clus
     assert len({info["state_dir"] for info in report["infos"]}) == 3  # each node its own state
 
 
-def test_a_slot_forks_locally_and_onto_another_node_by_replay(cluster, tmp_path):
+def test_a_slot_forks_locally_and_onto_other_nodes_by_shipping_or_replay(cluster, tmp_path):
     report = _drive(cluster, "slots", tmp_path)
+    vias = {name: f["via"] for name, f in report["fork"].items()}
+    assert vias == {"local": "local", "shipped": "ship", "replayed": "replay", "warm": "replay",
+                    "shipped_warm": "ship"}, report["fork"]
+    assert report["fork"]["shipped"]["timings"]["mb"] > 50, report["fork"]  # images and layers, moved by Ray
     ends = report["slots"]
-    assert {e["node"] for e in ends.values()} == {0, 1}
-    for name in ("local", "remote"):  # both continue from the source's state: the same end, the same reward
-        assert ends[name]["reward"] == ends["source"]["reward"] == 1.0, ends
-        assert ends[name]["url"] == ends["source"]["url"] and ends[name]["steps"] == ends["source"]["steps"], ends
-    assert report["hub"]["found"] > 0  # the other node replayed from records, it did not execute again
+    assert {e["node"] for e in ends.values()} == {0, 1, 2}
+    # the shipped workspace executed the last step itself, on the page the source had reached
+    assert ends["shipped"]["cache"] == "miss" and ends["shipped"]["url"] == report["url_before_fork"], ends
+    for name, end in ends.items():  # every clone continues from the source's state: the same end and reward
+        assert end["reward"] == 1.0 and end["terminated"], (name, ends)
+        assert end["url"] == ends["shipped"]["url"] and end["steps"] == ends["source"]["steps"], (name, ends)
+    assert report["hub"]["found"] > 0  # the replaying nodes served records, they did not execute again
+    assert [["BunshinWebArena-v0", ray_driver.SLOT_TASK]] == [t for t in report["infos"][1]["tasks"]
+                                                              if t[1] == ray_driver.SLOT_TASK]  # node 1 is warm
 
 
 def test_a_node_dying_mid_epoch_reschedules_its_groups_and_records_nothing_wrong(cluster, expected, tmp_path):

@@ -147,6 +147,35 @@ def test_a_forked_env_opens_new_tabs_in_its_restored_browser():
         env.close()
 
 
+def test_a_shipped_episode_continues_in_another_env_from_the_live_state():
+    """bunshin_gym.shipping, in one process (tests/integration/test_cluster.py ships between Ray nodes): with the
+    cache off every step really runs, so the receiver's steps run on the unpacked workspace."""
+    from bunshin_gym.shipping import pack_episode, unpack_episode
+
+    env = gym.make("BunshinWebArena-v0", task_id=TASK, cache=False)
+    other = gym.make("BunshinWebArena-v0", task_id=TASK, cache=False, viewport=(800, 600))
+    try:
+        env.reset()
+        env.step("goto [http://127.0.0.1:7770/cart]")
+        parcel = pack_episode(env)
+        assert [sig for sig, _, _ in parcel.path] == parcel.history == ["goto [http://127.0.0.1:7770/cart]"]
+        with pytest.raises(ValueError, match="settings"):
+            unpack_episode(other, parcel)
+        assert other.reset()[0]["screenshot"].shape == (600, 800, 3)  # refused, and still usable
+        receiver = gym.make("BunshinWebArena-v0", task_id=TASK, cache=False)
+        try:
+            unpack_episode(receiver, parcel)
+            obs, _, _, _, info = receiver.step("scroll [down]")
+            assert obs["url"].endswith("/cart") and info["last_action_error"] == "" and info["elapsed_steps"] == 2
+            obs, *_ = env.step("goto [http://127.0.0.1:7770/customer/account]")
+            assert receiver.step("scroll [down]")[0]["url"].endswith("/cart"), "the envs share a workspace"
+        finally:
+            receiver.close()
+    finally:
+        env.close()
+        other.close()
+
+
 def test_task_id_0_is_a_task_and_an_unknown_backend_fails_at_construction():
     env = gym.make("BunshinWebArena-v0", task_id=0)
     assert env.unwrapped._default_task.id == "0", "0 names task 0, it does not mean 'a random task'"
