@@ -116,7 +116,8 @@ class Episode:
                     node, step = claim.node, claim.result
                     diag["cache"] = "waited"
                     continue
-                found = shared.get(self.tree.key, prefix) if shared is not None else None
+                found = shared.get(self.tree.key, prefix) \
+                    if shared is not None and not self._local_only(node, sig) else None
                 if found is not None:  # executed on another node: a hit; the live workspace stays where it is
                     step, exec_s = found
                     node = claim.complete(step, exec_s)
@@ -133,7 +134,17 @@ class Episode:
                     shared.put(self.tree.key, prefix, step, exec_s)
         return node, step
 
+    def _local_only(self, node: Node, signature: str) -> bool:
+        """Whether the state `signature` leads to from `node` is at or below a path this machine must execute
+        itself (a record made elsewhere did not replay here: taking it again would diverge again)."""
+        if not self.tree.local_only:
+            return False
+        path = node.path() + (() if self.tree.is_readonly(signature) else (signature,))
+        return any(path[:i] in self.tree.local_only for i in range(1, len(path) + 1))
+
     def _forget(self, d: "ReplayDiverged", diag: dict) -> None:
+        if self.runtime.shared_records is not None:
+            self.tree.local_only.add(d.node.path())
         removed = self.tree.forget(d.node)
         diag["diverged"] = diag.get("diverged", 0) + 1
         log.info("task %s: %s; %d recorded states dropped", self.task.id, d, removed)

@@ -448,6 +448,9 @@ class PrefixTree:
         self._max_depth = 0
         self._lookups = self._hits = self._records = self._coalesced = self._evicted = 0
         self._signature_costs: dict[str, tuple[float, int]] = {}  # signature -> (total s, executions)
+        #: stateful paths at and below which records made elsewhere (`Runtime.shared_records`) are not taken:
+        #: replaying one here gave something else, so this machine executes those calls itself
+        self.local_only: set[tuple[str, ...]] = set()
 
     # -- read-only annotation ------------------------------------------------------------------------
     def is_readonly(self, signature: str) -> bool:

@@ -302,3 +302,33 @@ def test_a_miss_below_hits_replays_on_the_live_workspace_instead_of_restoring():
     finally:
         for e in (fresh, env, other):
             e.close()
+
+
+def test_a_shared_record_that_does_not_replay_here_is_executed_here_from_then_on():
+    """A record made on another node (Runtime.shared_records) whose replay here gives something else is dropped
+    and this process executes that call itself from then on; taking the same record again diverged again, until
+    the step failed (seen in `bench scale` on 3 nodes)."""
+    pytest.importorskip("ray", reason="the record hub lives in bunshin_gym.cluster (the ray extra)")
+    from bunshin_gym.cache import CachedStep
+    from bunshin_gym.cluster import RecordHub
+
+    rt = runtime()
+    rt.reset_cache()
+    hub = rt.shared_records = RecordHub()  # its get/put are what a node's HubRecords forwards to the actor
+    env = gym.make(ENV_ID, task_id=TASK, diagnostics=True)
+    goto = "goto [http://127.0.0.1:7770/cart]"
+    try:
+        obs, _ = env.reset()
+        # another node's record of `goto` that this node does not reproduce (it saw another page)
+        other = dict(obs, url="http://127.0.0.1:7770/elsewhere")
+        hub.put(env.unwrapped.episode.tree.key, (goto,), CachedStep(other, info={"last_action_error": ""}), 0.3)
+        obs, *_, info = env.step(goto)
+        assert info["bunshin"]["cache"] == "hit" and obs["url"].endswith("/elsewhere")  # served as recorded
+        obs, _, _, _, info = env.step("scroll [down]")  # needs the live state: the replay of `goto` diverges
+        assert info["bunshin"]["diverged"] >= 1 and info["bunshin"]["cache"] == "miss", info["bunshin"]
+        assert obs["url"].endswith("/cart") and info["last_action_error"] == ""
+        assert env.unwrapped.episode.tree.local_only == {(goto,)}
+    finally:
+        rt.shared_records = None
+        env.close()
+        rt.reset_cache()
