@@ -106,6 +106,8 @@ def fork_costs(address: str, a: Args) -> dict:
     moved by Ray, restored there) and replayed (that node's task snapshot, then the actions from the shared
     records), each cold (the node lacks the task snapshot: a replay builds it) and warm (it holds it). Cold
     replay needs a third node (a ship leaves its node warm)."""
+    import ray
+
     import bunshin_gym
     from bunshin_gym.cluster import Cluster
 
@@ -132,6 +134,9 @@ def fork_costs(address: str, a: Args) -> dict:
                 out["ship"] = {**clone.fork_timings, "transfer_and_rest_s": round(out[name] - sum(
                     v for k, v in clone.fork_timings.items() if k.endswith("_s")), 3)}
             clone.close()
+        build_s = ray.get(cluster.hosts[0].position.remote(src.id))["task_build_s"]
+        out["task_build_s_on_source"] = round(build_s, 3)
+        out["auto_onto_a_cold_node"] = "ship" if cluster.ship_s[a.env] < build_s else "replay"  # Slot.fork's rule
         out["cheaper_across_nodes"] = {
             kind: None if f"replay_{kind}_s" not in out else
             "replay" if out[f"replay_{kind}_s"] <= out[f"ship_{kind}_s"] else "ship" for kind in ("warm", "cold")}

@@ -24,6 +24,7 @@ import collections
 import logging
 import os
 import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -164,11 +165,13 @@ class NodeHost:
             self.slots[sid] = env
 
     def position(self, slot: str) -> dict:
-        """What another node needs to rebuild `slot`'s state by replay: env, task, actions so far."""
+        """What another node needs to rebuild `slot`'s state by replay: env, task, actions so far; and what
+        building the task snapshot took here (what a replay onto a node without it costs first)."""
         env = self.slots[slot]
         base = env.unwrapped
         return {"env_id": env.spec.id, "env_kwargs": base.config.kwargs(), "task_id": base.task.id,
-                "history": list(base.history), "elapsed_steps": base.elapsed_steps}
+                "history": list(base.history), "elapsed_steps": base.elapsed_steps,
+                "task_build_s": base.episode.task_snapshot.build_s}
 
     def replay(self, slot: str, position: dict) -> None:
         """`slot` rebuilt from another node's `position`: this node's task snapshot, then the actions (hits
@@ -203,7 +206,9 @@ class NodeHost:
             raise
         with self._lock:
             self.tasks.add((shipped["env_id"], str(shipped["parcel"].task.id)))
-        return {**shipped["parcel"].timings, **timings, "mb": round(shipped["parcel"].nbytes / 2**20, 1)}
+        snaps = shipped["parcel"].snapshots
+        return {**shipped["parcel"].timings, **timings, "mb": round(snaps.nbytes / 2**20, 1),
+                "uncompressed_mb": round(snaps.raw_bytes / 2**20, 1)}
 
     def close_slot(self, slot: str) -> None:
         env = self.slots.pop(slot, None)
@@ -265,6 +270,7 @@ class Cluster:
                                        ).remote(self.hub) for n in nodes]
         self.node_ids = [n["NodeID"] for n in nodes]
         self.alive = [True] * len(self.hosts)
+        self.ship_s: dict[str, float] = {}  #: env id -> seconds a fork across nodes by shipping took (EWMA)
         self.infos = ray.get([h.info.remote() for h in self.hosts])
 
     def placement(self, env_id: str, task_id: str, running: dict[int, int]) -> int:
@@ -357,13 +363,15 @@ class Slot:
     """One env living on a node's host (made by `Cluster.make`): reset/step/close as a gym env, and `fork`.
 
     `fork(n, node)` onto the slot's own node is a local fork (live clones of its workspace). Onto another node
-    it takes whichever way is cheaper, as `bench scale` measured them (`fork_across_nodes`): if that node
-    holds the task snapshot it *replays* (restores its own task snapshot and runs the slot's actions, which are
-    hits there when records are shared, the workspace catching up behind them: a tenth of a second); if not, it
-    *ships* (bunshin_gym.shipping: the live state and its task snapshot, packed by the slot's host and moved
-    by Ray; seconds, against several for building the task snapshot there, and the node is warm after). A
-    state that cannot ship (memfile backend) is replayed. `via` forces one way; each new slot's `.via` says
-    which ran ("local", "ship" or "replay") and `.fork_timings` what it cost.
+    it *replays* (restores that node's task snapshot and runs the slot's actions, which are hits there when
+    records are shared, the workspace catching up behind them) or *ships* (bunshin_gym.shipping: the live state
+    and its task snapshot, packed by the slot's host and moved by Ray; the clone holds the exact state, which a
+    replay of a timing-dependent app may not reach, and the node holds the task snapshot after), whichever
+    costs less by what was measured: a node holding the task snapshot replays (a tenth of a second in
+    `bench scale`'s `fork_across_nodes`); one without it would first build the task snapshot, which took the
+    slot's node `task_build_s`, so it ships unless this cluster's earlier ships of the env took longer. A state
+    that cannot ship (memfile backend) is replayed. `via` forces one way; each new slot's `.via` says which
+    ran ("local", "ship" or "replay") and `.fork_timings` what it cost.
     """
 
     def __init__(self, cluster: Cluster, node: int, slot_id: str) -> None:
@@ -392,12 +400,18 @@ class Slot:
             via = "local"
             ray.get(self._host.fork.remote(self.id, [s.id for s in new]))
         else:
+            where = ray.get(self._host.position.remote(self.id))
             if via == "auto":
-                where = ray.get(self._host.position.remote(self.id))
-                via = "replay" if ray.get(target.holds_task.remote(where["env_id"], where["task_id"])) else "ship"
+                shipped_s = self.cluster.ship_s.get(where["env_id"])
+                via = "replay" if ray.get(target.holds_task.remote(where["env_id"], where["task_id"])) or (
+                    shipped_s is not None and shipped_s >= where["task_build_s"]) else "ship"
             if via == "ship":
                 try:  # the parcel's ref goes host to host: Ray moves the bytes, the driver never holds them
+                    t0 = time.perf_counter()
                     timings = ray.get(target.receive.remote(new[0].id, self._host.ship.remote(self.id)))
+                    took = time.perf_counter() - t0
+                    prev = self.cluster.ship_s.get(where["env_id"])
+                    self.cluster.ship_s[where["env_id"]] = took if prev is None else 0.5 * prev + 0.5 * took
                     if n > 1:
                         ray.get(target.fork.remote(new[0].id, [s.id for s in new[1:]]))
                 except ray.exceptions.RayTaskError as e:
@@ -406,8 +420,7 @@ class Slot:
                     log.warning("shipping slot %s to node %d failed, replaying there: %s", self.id, node, e.cause)
                     via = "replay"
             if via == "replay":
-                position = self._host.position.remote(self.id)  # an object ref: passed host to host by Ray
-                ray.get([target.replay.remote(s.id, position) for s in new])
+                ray.get([target.replay.remote(s.id, where) for s in new])
         for s in new:
             s.via, s.fork_timings = via, timings
         return new

@@ -1,8 +1,9 @@
 """An episode moved to another machine: the env there continues it from the exact live state, with no replay.
 
 `pack_episode(env)` snapshots the live workspace and packs it (forkcore.shipping) above the task snapshot, which
-travels too, packed on its base layers: a live layer is a diff of the very task snapshot it was dumped above,
-so the receiver stacks it on that copy, never on a task snapshot it built itself. With them go the episode's
+travels in the same parcel: a live layer is a diff of the very task snapshot it was dumped above, so the
+receiver stacks it on that copy, never on a task snapshot it built itself (and the two share most memory
+pages, which the parcel's compression finds). With them go the episode's
 position (history, step count, last observation) and the tree path to it (each step's recorded result), so
 the receiving tree holds the position even when records are not shared. `unpack_episode(env, parcel)` makes
 that the env's episode; the received task snapshot becomes the receiver's own for later resets, unless it
@@ -22,7 +23,7 @@ from typing import Any
 import gymnasium as gym
 
 from forkcore import SnapshotError, layers
-from forkcore.shipping import SnapshotParcel, pack_snapshot, unpack_snapshot
+from forkcore.shipping import SnapshotParcel, pack_snapshots, unpack_snapshots
 
 from .adapter import Task
 from .cache import CachedStep
@@ -42,15 +43,11 @@ class EpisodeParcel:
     done: bool
     last_obs: dict
     path: list[tuple[str, CachedStep, float]]  #: (signature, result, cost) from the task's initial state
-    live: SnapshotParcel  #: the live workspace, above `task_snapshot`
-    task_snapshot: SnapshotParcel  #: the task snapshot the live one descends from, on its base layers
+    snapshots: SnapshotParcel  #: the task snapshot, then the live state above it
     initial_raw: Any
     initial_digest: str
+    task_build_s: float  #: what building the task snapshot took the sender
     timings: dict  #: dump_s (the live snapshot), pack_s
-
-    @property
-    def nbytes(self) -> int:
-        return self.live.nbytes + self.task_snapshot.nbytes
 
 
 def pack_episode(env: gym.Env) -> EpisodeParcel:
@@ -75,12 +72,11 @@ def pack_episode(env: gym.Env) -> EpisodeParcel:
     dump_s = time.perf_counter() - t0
     try:
         ts = ep.task_snapshot
-        live = pack_snapshot(snap, below=ts.snapshot)
-        task_parcel = pack_snapshot(ts.snapshot)
+        parcel = pack_snapshots([ts.snapshot, snap])
     finally:
         snap.release()
     return EpisodeParcel(ep.task, base.adapter.identity(), list(ep.history), ep.elapsed_steps, ep.done,
-                         copy.deepcopy(ep.last_obs), path, live, task_parcel, ts.initial_raw, ts.initial_digest,
+                         copy.deepcopy(ep.last_obs), path, parcel, ts.initial_raw, ts.initial_digest, ts.build_s,
                          {"dump_s": round(dump_s, 3), "pack_s": round(time.perf_counter() - t0 - dump_s, 3)})
 
 
@@ -96,15 +92,12 @@ def unpack_episode(env: gym.Env, parcel: EpisodeParcel) -> dict:
                          f"{base.adapter.identity()!r}: make the receiving env with the sender's kwargs")
     t0 = time.perf_counter()
     spec = base.adapter.workspace_spec()
-    task_snap = unpack_snapshot(parcel.task_snapshot, spec, base_lowers=layers.stack(spec.layers))
-    try:
-        live = unpack_snapshot(parcel.live, spec, below=task_snap)
-    finally:
-        task_snap.release()  # the live snapshot holds it now (and the registry, if it adopts it)
+    task_snap, live = unpack_snapshots(parcel.snapshots, spec, layers.stack(spec.layers))
+    task_snap.release()  # the live snapshot holds it (and the registry, if it adopts it)
     unpack_s = time.perf_counter() - t0
     try:
         ws = live.fork(1, backend=base.config.backend)[0]
-        received = TaskSnapshot(task_snap, parcel.initial_raw, 0.0, parcel.initial_digest)
+        received = TaskSnapshot(task_snap, parcel.initial_raw, parcel.task_build_s, parcel.initial_digest)
         ts = runtime().task_snapshots.adopt(base.adapter, parcel.task, received)
     finally:
         live.release()  # the clone holds it

@@ -29,6 +29,8 @@ export DEBIAN_FRONTEND=noninteractive
 APT_PACKAGES=(
   # workspaces and CRIU's helpers
   iproute2 procps psmisc util-linux gcc make libc6-dev python3-venv python3-dev python3-protobuf python3-seccomp
+  # snapshots shipped between nodes (forkcore.shipping)
+  tar zstd
   # browser
   chromium xvfb fonts-dejavu-core
   # desktop (OSWorld-style)

@@ -12,21 +12,21 @@ import sys
 import pytest
 
 from forkcore import SnapshotError
-from forkcore.shipping import pack_snapshot, unpack_snapshot
+from forkcore.shipping import pack_snapshots, unpack_snapshots
 
 pytestmark = [pytest.mark.criu]
 
-# The receiving node: builds its own base layers, unpacks the base parcel on them and the top parcel above it,
-# restores a clone of the top and reports what the clone holds.
+# The receiving node: builds its own base layers, unpacks the parcel (the base snapshot and the top above it) on
+# them, restores a clone of the top and reports what the clone holds.
 _RECEIVER = """
 import json, pickle, sys
 from forkcore import layers
 from forkcore.probe import probe_spec
-from forkcore.shipping import unpack_snapshot
-base_parcel, top_parcel = pickle.load(sys.stdin.buffer)
+from forkcore.shipping import unpack_snapshots
+parcel = pickle.load(sys.stdin.buffer)
 spec = probe_spec("fctest", hold_mb=32)
-base = unpack_snapshot(base_parcel, spec, base_lowers=layers.stack(spec.layers))
-top = unpack_snapshot(top_parcel, spec, below=base)
+base, top = unpack_snapshots(parcel, spec, layers.stack(spec.layers))
+assert top.parent is base and top.lowers[1:] == base.lowers
 base.release()  # the top holds it
 ws = top.fork(1, backend="private")[0]
 top.release()
@@ -56,9 +56,10 @@ def test_shipped_snapshot_restores_on_another_node_in_the_senders_state(snapshot
     finally:
         clone.destroy()
     try:
-        parcels = (pack_snapshot(snapshot), pack_snapshot(top, below=snapshot))
-        assert parcels[1].ancestors == () and parcels[0].base_layers is not None
-        r = subprocess.run([sys.executable, "-c", _RECEIVER], input=pickle.dumps(parcels), capture_output=True,
+        parcel = pack_snapshots([snapshot, top])
+        assert [e["below"] for e in parcel.entries] == [None, 0] and parcel.entries[1]["layers"] == []
+        assert parcel.nbytes < parcel.raw_bytes / 2  # the two share most pages
+        r = subprocess.run([sys.executable, "-c", _RECEIVER], input=pickle.dumps(parcel), capture_output=True,
                            env=_receiver_env(tmp_path), timeout=300)
         assert r.returncode == 0, r.stderr.decode()[-3000:]
         got = json.loads(r.stdout.decode().splitlines()[-1])
@@ -77,17 +78,42 @@ def test_shipped_snapshot_restores_on_another_node_in_the_senders_state(snapshot
     assert not any((tmp_path / "node-b" / "snapshots").iterdir()), "the receiver left snapshot files behind"
 
 
-def test_a_whole_lineage_ships_without_an_ancestor_on_the_receiver(snapshot):
-    clone = snapshot.fork(1, backend="private")[0]
+def test_a_lineage_ships_with_its_ancestors_layers_and_siblings_share_them(snapshot):
+    """[task, a, b] where a and b both descend from a state r that is not shipped: r's layer goes once and each
+    unpacked snapshot owns a copy; b restores with r's and its own changes."""
+    from forkcore import layers
+    from forkcore.probe import probe_spec
+
+    def child(parent, cmd):
+        ws = parent.fork(1, backend="private")[0]
+        try:
+            ws.exec(["sh", "-c", cmd])
+            return ws.snapshot()
+        finally:
+            ws.destroy()
+
+    r = child(snapshot, "echo r > /root/r.txt")
+    a, b = child(r, "echo a > /root/ab.txt"), child(r, "echo b > /root/ab.txt")
     try:
-        top = clone.snapshot()
+        alone = pack_snapshots([b])  # on the base layers: r's and the session snapshot's layers travel with it
+        assert len(alone.entries[0]["layers"]) == 2 and alone.base_layers == tuple(p.name for p in snapshot.lowers[1:])
+        with pytest.raises(SnapshotError, match="does not descend"):
+            pack_snapshots([a, snapshot])
+        parcel = pack_snapshots([snapshot, a, b])
+        assert [e["below"] for e in parcel.entries] == [None, 0, 0]
+        spec = probe_spec("fctest", hold_mb=32)
+        got = unpack_snapshots(parcel, spec, layers.stack(spec.layers))
+        try:
+            assert got[2].lowers[1] != got[1].lowers[1] and got[2].lowers[1].name == "layer-1"
+            ws = got[2].fork(1, backend="private")[0]
+            assert ws.exec(["cat", "/root/r.txt", "/root/ab.txt"])["stdout"] == "r\nb\n"
+            ws.destroy()
+        finally:
+            for s in got:
+                s.release()
     finally:
-        clone.destroy()
-    try:
-        parcel = pack_snapshot(top)
-        assert len(parcel.ancestors) == 1 and parcel.base_layers == tuple(p.name for p in snapshot.lowers[1:])
-    finally:
-        top.release()
+        for s in (a, b, r):
+            s.release()
 
 
 def test_damaged_or_mismatched_parcels_never_restore(snapshot):
@@ -96,26 +122,24 @@ def test_damaged_or_mismatched_parcels_never_restore(snapshot):
 
     spec = probe_spec("fctest", hold_mb=32)
     base = layers.stack(spec.layers)
-    parcel = pack_snapshot(snapshot)
+    parcel = pack_snapshots([snapshot])
     before = set(os.listdir(snapshot.dir.parent))
     damaged = pickle.loads(pickle.dumps(parcel))
     damaged.data = damaged.data[:-1] + bytes([damaged.data[-1] ^ 1])
     with pytest.raises(SnapshotError, match="damaged"):
-        unpack_snapshot(damaged, spec, base_lowers=base)
+        unpack_snapshots(damaged, spec, base)
     with pytest.raises(SnapshotError, match="another workspace spec"):
-        unpack_snapshot(parcel, probe_spec("fctest", hold_mb=64), base_lowers=base)
+        unpack_snapshots(parcel, probe_spec("fctest", hold_mb=64), base)
     with pytest.raises(SnapshotError, match="stacks on layers"):
-        unpack_snapshot(parcel, spec, base_lowers=base[:1])
-    with pytest.raises(SnapshotError, match="unpack it with base_lowers"):
-        unpack_snapshot(parcel, spec, below=snapshot)
+        unpack_snapshots(parcel, spec, base[:1])
     other = pickle.loads(pickle.dumps(parcel))
     other.data = _with_other_host_versions(parcel)
     other.sha256 = __import__("hashlib").sha256(other.data).hexdigest()
     with pytest.raises(SnapshotError, match="other versions"):
-        unpack_snapshot(other, spec, base_lowers=base)
+        unpack_snapshots(other, spec, base)
     assert set(os.listdir(snapshot.dir.parent)) == before, "a refused parcel left files in the state dir"
     # and a good one still unpacks and restores after them
-    got = unpack_snapshot(parcel, spec, base_lowers=base)
+    (got,) = unpack_snapshots(parcel, spec, base)
     try:
         ws = got.fork(1, backend="private")[0]
         assert ws.call("probe.counter") == 2
@@ -129,7 +153,8 @@ def _with_other_host_versions(parcel) -> bytes:
     import io
     import tarfile
 
-    src = tarfile.open(fileobj=io.BytesIO(parcel.data))
+    raw = subprocess.run(["zstd", "-d", "--long=30", "-q", "-c"], input=parcel.data, capture_output=True, check=True)
+    src = tarfile.open(fileobj=io.BytesIO(raw.stdout))
     out = io.BytesIO()
     with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as dst:
         for m in src.getmembers():
@@ -141,4 +166,5 @@ def _with_other_host_versions(parcel) -> bytes:
                 m.size = len(data)
                 f = io.BytesIO(data)
             dst.addfile(m, f)
-    return out.getvalue()
+    return subprocess.run(["zstd", "-1", "--long=30", "-q", "-c"], input=out.getvalue(), capture_output=True,
+                          check=True).stdout
