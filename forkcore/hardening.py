@@ -53,14 +53,15 @@ def last_capability() -> int:
         return int(f.read())
 
 
-def mask_kernel_interfaces() -> None:
-    """Hide `MASKED_PATHS` and make `READONLY_PATHS` read-only (those that exist on this kernel)."""
-    for path in MASKED_PATHS:
+def mask_kernel_interfaces(root: str = "") -> None:
+    """Hide `MASKED_PATHS` and make `READONLY_PATHS` read-only (those that exist on this kernel), in the
+    /proc and /sys under `root` (an image's root filesystem inside the workspace; default: the workspace's)."""
+    for path in (root + p for p in MASKED_PATHS):
         if os.path.isdir(path):
             _mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=0,mode=555")
         elif os.path.exists(path):
             _mount("/dev/null", path, None, MS_BIND)
-    for path in READONLY_PATHS:
+    for path in (root + p for p in READONLY_PATHS):
         if os.path.exists(path):
             _mount(path, path, None, MS_BIND | MS_REC)
             _mount("none", path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)

@@ -43,6 +43,8 @@ SYS_PIVOT_ROOT = 155
 ID_MAP = "0 0 4294967295"
 PR_SET_MEMORY_MERGE = 67
 RUN_DIR = "/run/bunshin"
+#: PATH of an image's process whose image sets none (Docker's default)
+IMAGE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -159,6 +161,11 @@ def stage1(cfg: dict) -> None:
     for d, mode in (("/dev/shm", "1777"), ("/tmp", "1777"), ("/run", "755"), ("/root", "700"), ("/home", "755"),
                     ("/var/tmp", "1777")):
         _mount("tmpfs", root + d, "tmpfs", MS_NOSUID | MS_NODEV, f"mode={mode},{size}")
+    for image_root in cfg.get("image_roots", ()):  # what a container runtime gives an image's processes
+        path = root + image_root
+        _mount("proc", path + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        _mount("sysfs", path + "/sys", "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        _mount(root + "/dev", path + "/dev", None, MS_BIND | MS_REC)
     os.chdir(root)
     if _libc.syscall(SYS_PIVOT_ROOT, b".", b".oldroot") != 0:
         e = ctypes.get_errno()
@@ -241,6 +248,51 @@ def _credentials(user: str | None) -> dict:
     return {"user": pw.pw_uid, "group": pw.pw_gid, "extra_groups": os.getgrouplist(user, pw.pw_gid)}
 
 
+def _image_credentials(root: str, user: str | None) -> tuple[int, int, list[int]]:
+    """(uid, gid, groups) of a Docker-style `user` in the image at `root` (its /etc/passwd and /etc/group)."""
+    if not user:
+        return 0, 0, []
+
+    def table(name: str) -> list[list[str]]:
+        try:
+            with open(f"{root}/etc/{name}") as f:
+                return [line.rstrip("\n").split(":") for line in f if line.count(":") >= 2]
+        except OSError:
+            return []
+
+    name, _, group = user.partition(":")
+    entry = next((e for e in table("passwd") if len(e) >= 4 and name in (e[0], e[2])), None)
+    if entry is not None:
+        uid, gid, name = int(entry[2]), int(entry[3]), entry[0]
+    elif name.isdigit():
+        uid, gid = int(name), 0  # as Docker: a uid the image does not list runs with gid 0
+    else:
+        raise RuntimeError(f"user {name!r} is not in the image's /etc/passwd ({root})")
+    groups = table("group")
+    if group:
+        g = next((e for e in groups if len(e) >= 3 and group in (e[0], e[2])), None)
+        if g is None and not group.isdigit():
+            raise RuntimeError(f"group {group!r} is not in the image's /etc/group ({root})")
+        gid = int(g[2]) if g is not None else int(group)
+    extra = sorted({int(e[2]) for e in groups if len(e) >= 4 and name in e[3].split(",")} | {gid})
+    return uid, gid, extra
+
+
+def _chrooted(root: str, user: str | None, cwd: str):
+    """A preexec_fn entering the image at `root` as `user` (Popen applies its own user= before preexec_fn,
+    which would leave no right to chroot: this does all of it, in order)."""
+    uid, gid, groups = _image_credentials(root, user)
+
+    def enter() -> None:
+        os.chroot(root)
+        os.chdir(cwd)
+        os.setgroups(groups)
+        os.setgid(gid)
+        os.setuid(uid)
+
+    return enter
+
+
 def stage2() -> None:
     """PID 1 inside the new root: start services, then reap forever."""
     from forkcore import hardening
@@ -252,6 +304,8 @@ def stage2() -> None:
     harden = spec.get("harden", True)
     if harden:
         hardening.mask_kernel_interfaces()
+        for image_root in sorted({s["root"] for s in spec["services"] if s.get("root")}):
+            hardening.mask_kernel_interfaces(image_root)
     # as root: needs CAP_SYS_ADMIN, so before the drop; harden=False keeps only the CRIU rules
     install_workspace_filter(allowlist=harden, allow_pkeys=spec.get("allow_pkeys", False))
     if harden:
@@ -279,11 +333,15 @@ def stage2() -> None:
             os.chown(RUN_DIR, creds["user"], creds["group"])
         pids = {}
         for s in services:
-            env = dict(os.environ)
-            env.update(dict(s.get("env", ())))
+            if s.get("root"):  # an image's process: its environment only, inside its root
+                env = {"PATH": IMAGE_PATH, "HOSTNAME": spec["hostname"], "HOME": "/root", **dict(s.get("env", ()))}
+                how = {"preexec_fn": _chrooted(s["root"], s.get("user"), s.get("cwd", "/"))}
+            else:
+                env = {**os.environ, **dict(s.get("env", ()))}
+                how = {"cwd": s.get("cwd", "/"), **_credentials(s.get("user"))}
             out = open(f"{RUN_DIR}/log/{s['name']}.log", "ab")
-            p = subprocess.Popen(s["argv"], env=env, cwd=s.get("cwd", "/"), stdin=subprocess.DEVNULL,
-                                 stdout=out, stderr=subprocess.STDOUT, close_fds=True, **_credentials(s.get("user")))
+            p = subprocess.Popen(s["argv"], env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                 close_fds=True, **how)
             out.close()
             children.append(p)
             _wait_ready(s.get("ready"), p, float(s.get("ready_timeout_s", 60)), s["name"])

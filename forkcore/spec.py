@@ -27,6 +27,10 @@ class ServiceSpec:
         ready_timeout_s: how long init waits for `ready` before it reports the workspace as failed.
         user: run as this account of the workspace's /etc/passwd (its uid, gid and groups; see
             `forkcore.layers.user_layer`) instead of root. `env` still decides HOME and USER.
+        root: run chrooted into this directory of the workspace (an image's root filesystem: forkcore.images),
+            which gets the workspace's /dev and its own /proc and /sys. `argv`, `cwd` and `user` are then the
+            image's: `user` as Docker takes it ("name", "uid", "name:group", "uid:gid", from the image's
+            /etc/passwd and /etc/group), and `env` is the whole environment (not added to the workspace's).
     """
 
     name: str
@@ -36,6 +40,7 @@ class ServiceSpec:
     ready: str | None = None
     ready_timeout_s: float = 60.0
     user: str | None = None
+    root: str | None = None
 
     @staticmethod
     def make(name: str, argv, env: Mapping[str, str] | None = None, **kw) -> "ServiceSpec":
@@ -111,6 +116,7 @@ class WorkspaceSpec:
         return WorkspaceSpec(**d)
 
 
+_IMAGE_USER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,31})?$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _READY = re.compile(r"^(tcp:\d{1,5}|unix:/.+|file:/.+)$")
 
@@ -136,8 +142,11 @@ def validate_spec(spec: WorkspaceSpec) -> None:
         raise ValueError(f"WorkspaceSpec.executor_user {spec.executor_user!r}: expected a POSIX user name")
     seen = set()
     for s in spec.services:
-        if s.user is not None and not _USER.match(s.user):
-            raise ValueError(f"service {s.name!r}: user={s.user!r}; expected a POSIX user name")
+        if s.root is not None and not (s.root.startswith("/") and s.root != "/" and ".." not in s.root.split("/")):
+            raise ValueError(f"service {s.name!r}: root={s.root!r}; expected an absolute directory of the workspace")
+        if s.user is not None and not (_IMAGE_USER if s.root else _USER).match(s.user):
+            raise ValueError(f"service {s.name!r}: user={s.user!r}; expected "
+                             + ("'name', 'uid', 'name:group' or 'uid:gid'" if s.root else "a POSIX user name"))
         if not _NAME.match(s.name) or s.name == "executor":
             raise ValueError(f"service name {s.name!r}: use letters, digits, '_', '.', '-' (not 'executor')")
         if s.name in seen:

@@ -202,7 +202,8 @@ class Workspace:
         cfg = {"merged": str(ws_dir / "merged"), "mem_dir": str(mem_dir),
                "binds": [(b, layers.bind_source(b)) for b in layers.HOST_BINDS],
                "dev_nodes": dev_nodes, "userns": spec.harden, "tmpfs_mb": spec.tmpfs_mb,
-               "ksm_mergeable": spec.ksm_mergeable, "python": py, "env": env}
+               "ksm_mergeable": spec.ksm_mergeable, "python": py, "env": env,
+               "image_roots": sorted({s.root for s in spec.services if s.root})}
         cgroups = WorkspaceCgroups(ws_id, pids_max=spec.pids_max, memory_max_mb=spec.memory_max_mb,
                                    devices=dev_nodes if spec.harden else ())
         popen = None

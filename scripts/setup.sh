@@ -40,6 +40,9 @@ APT_PACKAGES=(
 )
 # kernel-module tests in a VM guest
 [ "$WITH_TESTS" = 1 ] && APT_PACKAGES+=(qemu-system-x86 busybox-static linux-image-amd64 linux-headers-amd64)
+# Docker images as workspaces (forkcore.images): a private dockerd the tests and `bench docker` start, and
+# mmdebstrap, which builds the stand-in image's root filesystem
+APT_PACKAGES+=(docker.io mmdebstrap)
 
 # True when apt's package lists are missing or older than BUNSHIN_REFRESH_HOURS.
 lists_stale() { [ -z "$(find /var/lib/apt/lists -maxdepth 1 -name '*Release*' -mmin "-$REFRESH_MIN" -print -quit 2>/dev/null)" ]; }
@@ -50,6 +53,12 @@ done
 if [ ${#missing[@]} -gt 0 ] || lists_stale; then
   say "updating apt's package lists"
   apt-get update -q
+fi
+# Installing docker.io must not start Debian's own dockerd (its bridge and iptables rules would change the
+# host's network): deny service starts while apt runs, unless the machine already does (policy-rc.d).
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+  printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d
+  trap 'rm -f /usr/sbin/policy-rc.d' EXIT
 fi
 if [ ${#missing[@]} -gt 0 ]; then
   say "installing Debian packages: ${missing[*]}"

@@ -23,7 +23,9 @@ def pytest_collection_modifyitems(config, items):
     problems = {"criu": _criu_problem(),
                 "browser": None if shutil.which("chromium") else "requires Debian's chromium (scripts/setup.sh)",
                 "desktop": None if shutil.which("Xvfb") else "requires Xvfb and the desktop packages (scripts/setup.sh)",
-                "qemu": None if shutil.which("qemu-system-x86_64") else "requires qemu-system-x86 (scripts/setup.sh --test)"}
+                "qemu": None if shutil.which("qemu-system-x86_64") else "requires qemu-system-x86 (scripts/setup.sh --test)",
+                "docker": None if shutil.which("dockerd") and shutil.which("mmdebstrap")
+                else "requires dockerd and mmdebstrap (scripts/setup.sh installs docker.io and mmdebstrap)"}
     for item in items:
         for marker, why in problems.items():
             if why and marker in item.keywords:

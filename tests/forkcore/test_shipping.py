@@ -78,11 +78,20 @@ def test_shipped_snapshot_restores_on_another_node_in_the_senders_state(snapshot
     assert not any((tmp_path / "node-b" / "snapshots").iterdir()), "the receiver left snapshot files behind"
 
 
-def test_a_lineage_ships_with_its_ancestors_layers_and_siblings_share_them(snapshot):
-    """[task, a, b] where a and b both descend from a state r that is not shipped: r's layer goes once and each
-    unpacked snapshot owns a copy; b restores with r's and its own changes."""
-    from forkcore import layers
+def test_a_lineage_ships_with_its_ancestors_layers_and_siblings_share_them():
+    """[base, a, b] where a and b both descend from a state r that is not shipped: r's layer goes once and each
+    unpacked snapshot owns a copy; b restores with r's and its own changes. (A browser-less probe: three dumps
+    in a row of the session's Chromium once caught an open /proc/PID/task/TID/status, which CRIU restores
+    before that thread exists.)"""
+    from forkcore import Workspace, layers
     from forkcore.probe import probe_spec
+
+    src = Workspace.start(probe_spec("fctest", hold_mb=32))
+    try:
+        src.call("probe.counter", inc=True)
+        snapshot = src.snapshot()
+    finally:
+        src.destroy()
 
     def child(parent, cmd):
         ws = parent.fork(1, backend="private")[0]
@@ -107,12 +116,13 @@ def test_a_lineage_ships_with_its_ancestors_layers_and_siblings_share_them(snaps
             assert got[2].lowers[1] != got[1].lowers[1] and got[2].lowers[1].name == "layer-1"
             ws = got[2].fork(1, backend="private")[0]
             assert ws.exec(["cat", "/root/r.txt", "/root/ab.txt"])["stdout"] == "r\nb\n"
+            assert ws.call("probe.counter") == 1
             ws.destroy()
         finally:
             for s in got:
                 s.release()
     finally:
-        for s in (a, b, r):
+        for s in (a, b, r, snapshot):
             s.release()
 
 

@@ -1,0 +1,112 @@
+"""Docker images as workspaces (forkcore.images) against a real dockerd the tests start (forkcore.dockerd: its own
+data root and socket, no bridge, no iptables; stopped and its files removed after). The image is the stand-in
+shopping image (nginx + PHP-FPM + MariaDB from Debian's packages, envs/webarena/standin_image.py), built once
+with mmdebstrap and `docker import`ed with --change; one workspace is started per session and forked per test."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from forkcore import Workspace
+from forkcore.images import IMAGE_ROOT, ImageError, image_config, image_spec
+
+pytestmark = [pytest.mark.criu, pytest.mark.docker, pytest.mark.slow]
+
+_GET = """
+import json, sys, urllib.request
+with urllib.request.urlopen("http://127.0.0.1" + sys.argv[1], timeout=30) as r:
+    print(json.dumps({"status": r.status, "url": r.geturl(), "body": r.read().decode()}))
+"""
+
+
+def get(ws, path: str) -> dict:
+    r = ws.exec(["python3", "-c", _GET, path], timeout=60)
+    assert r["returncode"] == 0, r["stderr"][-2000:]
+    return json.loads(r["stdout"])
+
+
+def summary(ws) -> str:
+    body = get(ws, "/orders.php")["body"]
+    return body.split('<p id="summary">')[1].split("</p>")[0]
+
+
+@pytest.fixture(scope="session")
+def dockerd(tmp_path_factory):
+    from forkcore.dockerd import PrivateDockerd
+
+    d = PrivateDockerd(Path("/var/tmp") / f"bunshin-dockerd-{tmp_path_factory.getbasetemp().name}").start()
+    yield d
+    d.stop()
+    assert not d.root.exists() and d.proc is None
+
+
+@pytest.fixture(scope="session")
+def standin(dockerd):
+    from envs.webarena.standin_image import ensure_image
+
+    return ensure_image(dockerd.client)
+
+
+@pytest.fixture(scope="session")
+def shop(dockerd, standin):
+    """The stand-in shop running as a workspace, one order placed, snapshotted."""
+    ws = Workspace.start(image_spec(standin, client=dockerd.client), timeout=300)
+    try:
+        assert get(ws, "/order.php?product=2")["url"].endswith("/orders.php")
+        snap = ws.snapshot()
+    finally:
+        ws.destroy()
+    yield snap
+    snap.release()
+
+
+def test_the_image_config_becomes_the_workspace_service(dockerd, standin):
+    cfg = image_config(standin, dockerd.client)
+    assert cfg.entrypoint == ("/opt/standin/start.sh",) and cfg.exposed_tcp_ports == (80,)
+    assert cfg.workdir == "/var/www/shop" and cfg.user == "root" and ("SHOP_NAME", "stand-in") in cfg.env
+    (svc,) = image_spec(standin, client=dockerd.client).services
+    assert svc.root == IMAGE_ROOT and svc.ready == "tcp:80" and svc.argv == cfg.entrypoint
+    assert svc.cwd == "/var/www/shop" and svc.user == "root" and ("SHOP_NAME", "stand-in") in svc.env
+
+
+def test_a_clone_continues_from_the_sources_database_and_clones_are_isolated(shop):
+    a, b = shop.fork(2)
+    try:
+        assert summary(a) == summary(b) == "1 orders, total $89.50"  # the source's order, in MariaDB's memory
+        get(a, "/order.php?product=1")
+        assert summary(a) == "2 orders, total $338.50"
+        assert summary(b) == "1 orders, total $89.50"
+        get(b, "/order.php?product=3&qty=2")
+        assert summary(b) == "2 orders, total $115.48" and summary(a) == "2 orders, total $338.50"
+    finally:
+        a.destroy()
+        b.destroy()
+
+
+def test_the_images_processes_see_its_filesystem_and_the_workspace_stays_the_projects(shop):
+    (ws,) = shop.fork(1)
+    try:
+        pids = ws.exec(["pgrep", "-x", "nginx|mariadbd|php-fpm.*"])["stdout"].split()
+        assert len(pids) >= 4, pids  # nginx master + worker, mariadbd, php-fpm master + workers
+        for pid in pids:
+            assert ws.exec(["readlink", f"/proc/{pid}/root"])["stdout"].strip() == IMAGE_ROOT
+        users = {ws.exec(["ps", "-o", "user=", "-p", pid])["stdout"].strip() for pid in pids}
+        assert {"root", "www-data", "mysql"} <= users  # the image's own users, dumped and restored
+        assert ws.exec(["test", "-x", f"{IMAGE_ROOT}/usr/sbin/nginx"])["returncode"] == 0
+        assert ws.exec(["test", "-e", "/usr/sbin/nginx"])["returncode"] != 0, "the image shadowed the workspace"
+        masked = ws.exec(["sh", "-c", f"wc -c < {IMAGE_ROOT}/proc/kcore"])["stdout"].strip()
+        assert masked == "0", "the image's /proc is not hardened like the workspace's"
+    finally:
+        ws.destroy()
+
+
+def test_images_a_workspace_cannot_run_fail_clearly(dockerd, standin, monkeypatch):
+    with pytest.raises(ImageError, match="not in the Docker daemon"):
+        image_spec("bunshin/no-such-image:1", client=dockerd.client)
+    with pytest.raises(ImageError, match="privileged"):
+        image_spec(standin, client=dockerd.client, argv=["/sbin/init"])
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    with pytest.raises(ImageError, match="no Docker daemon answers at unix:///nonexistent"):
+        image_spec(standin)
