@@ -166,6 +166,10 @@ def stage1(cfg: dict) -> None:
         _mount("proc", path + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
         _mount("sysfs", path + "/sys", "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
         _mount(root + "/dev", path + "/dev", None, MS_BIND | MS_REC)
+        # CRIU binds a restored unix socket's path from the mount namespace's root, not from its chrooted
+        # owner's (/run/mysqld/mysqld.sock): where sockets live, the image's paths are the workspace's
+        for d in ("/run", "/tmp"):
+            _mount(root + d, path + d, None, MS_BIND)
     os.chdir(root)
     if _libc.syscall(SYS_PIVOT_ROOT, b".", b".oldroot") != 0:
         e = ctypes.get_errno()

@@ -84,7 +84,7 @@ def rootfs_tar(progress: bool = True) -> Path:
     if shutil.which("mmdebstrap") is None:
         raise RuntimeError("mmdebstrap is not installed; run scripts/setup.sh (it installs it)")
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".tmp")
+    tmp = out.with_name(f".{out.stem}.partial.tar")  # mmdebstrap writes a tar because of the suffix
     hooks = [
         f'tar -C {_FILES} -c site | tar -C "$1/var/www" -x && mv "$1/var/www/site" "$1/var/www/shop"',
         f'mkdir -p "$1/opt/standin" && cp {_FILES}/start.sh {_FILES}/seed.sql "$1/opt/standin/"',
@@ -119,6 +119,7 @@ def ensure_image(client, progress: bool = True) -> str:
         client.images.get(tag)
     except docker.errors.ImageNotFound:
         repo, _, version = tag.partition(":")
-        client.api.import_image_from_file(str(tar), repository=repo, tag=version, changes=CHANGES)
+        with open(tar, "rb") as f:  # streamed as the request body
+            client.api.import_image_from_data(f, repository=repo, tag=version, changes=CHANGES)
         client.images.get(tag)  # raises if the import did not make it
     return tag
