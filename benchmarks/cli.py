@@ -243,6 +243,23 @@ def bench_scale(env: str = typer.Option("webarena", help="webarena, osworld or a
     typer.echo(f"wrote {out / 'scale.json'} and {out / 'scale.png'}")
 
 
+@app.command("docker")
+def bench_docker(repeats: int = typer.Option(5, help="starts of each kind (medians)"),
+                 count: int = typer.Option(8, help="containers and forks kept running for the memory comparison"),
+                 out: Path = typer.Option(Path("bench-out/docker"), help="output directory")) -> None:
+    """The stand-in image as containers vs workspaces: docker run vs workspace start vs fork, memory of COUNT
+    containers vs COUNT forks (starts its own dockerd; builds the image if absent) → OUT/docker.json + .png."""
+    from benchmarks.docker_bench import Args, run
+
+    r = run(Args(repeats=repeats, count=count, out=str(out)))
+    for name, s in r["start_s"].items():
+        typer.echo(f"{name:<16} {s * 1000:8.0f} ms (median)")
+    for kind, m in r["memory_mb"].items():
+        typer.echo(f"{count} {kind:<10} PSS {m['pss']:8.0f} MB, host {m['host']:8.0f} MB")
+    typer.echo(f"ratios: {r['ratios']}")
+    typer.echo(f"wrote {out / 'docker.json'} and {out / 'docker.png'}")
+
+
 @app.command("lookup")
 def bench_lookup(nodes: str = typer.Option("1000,100000", help="tree sizes"),
                  out: Path = typer.Option(Path("bench-out/lookup"), help="output directory")) -> None:
