@@ -78,10 +78,6 @@ class TaskSnapshots:
     def _task_key(adapter: EnvAdapter, task: Task) -> tuple[str, str, str, str, str]:
         return adapter.workspace_spec().to_json(), adapter.identity(), task.id, task.digest, host_versions().digest()
 
-    def holds(self, adapter: EnvAdapter, task: Task) -> bool:
-        """Whether this process has the task snapshot (a reset would not build it)."""
-        return self._task_key(adapter, task) in self._tasks
-
     def adopt(self, adapter: EnvAdapter, task: Task, received: TaskSnapshot) -> TaskSnapshot:
         """A task snapshot received from another machine becomes this process's, unless one was built here
         meanwhile (then that one stays, and the caller's reference to the received one is its own)."""
