@@ -2,8 +2,8 @@
 workspace's service.
 
 `image_spec(image)` asks a Docker daemon (the `docker` SDK) for the image, exports its filesystem once into
-STATE_DIR/layers/image-ID/image (named by the image id: a tag moved to another image gets another layer; built
-in a temporary dir and renamed, so a present layer is whole), and returns a WorkspaceSpec whose one service
+STATE_DIR/layers/image-ID/image (named by the image id: a tag moved to another image gets another layer;
+published like every layer, `layers._publish`: built in a temporary dir and renamed, so a present one is whole), and returns a WorkspaceSpec whose one service
 runs the image's Entrypoint + Cmd chrooted into /image (`ServiceSpec.root`) with its Env, WorkingDir and User,
 ready when its first exposed TCP port accepts. The workspace's own root (forkcore's init, the executor, the
 handlers and e.g. Chromium) stays the project's: the image's /usr is never shadowed, and the image sees the
@@ -17,15 +17,14 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
 from . import paths
 from .errors import ForkcoreError
+from .layers import _publish
 from .spec import ServiceSpec, WorkspaceSpec
 
 __all__ = ["IMAGE_ROOT", "ImageConfig", "ImageError", "image_config", "image_layer", "image_spec"]
@@ -102,17 +101,14 @@ def _fix_root(root: Path) -> None:
 
 def image_layer(image: str, client: Any = None) -> Path:
     """The layer holding the image's filesystem at IMAGE_ROOT (exported on first use, then reused by id)."""
+    c = _client(client)
+    return _export_layer(image, image_config(image, c), c)
+
+
+def _export_layer(image: str, cfg: ImageConfig, c) -> Path:
     import docker
 
-    c = _client(client)
-    cfg = image_config(image, c)
-    root = paths.STATE_DIR / "layers"
-    final = root / f"image-{cfg.id.split(':')[-1][:16]}"
-    if (final / ".bunshin-image.json").is_file():
-        return final
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=root))
-    try:
+    def build(tmp: Path) -> None:
         target = tmp / IMAGE_ROOT.lstrip("/")
         target.mkdir()
         # `docker create` runs nothing; its export is the image's filesystem as a container would see it
@@ -136,19 +132,14 @@ def image_layer(image: str, client: Any = None) -> Path:
         _fix_root(target)
         (tmp / ".bunshin-image.json").write_text(json.dumps(
             {"id": cfg.id, "tags": list(cfg.tags), "export_sha256": sha.hexdigest(), "export_bytes": size}))
-        os.chmod(tmp, 0o755)
-        try:
-            os.rename(tmp, final)
-        except OSError:
-            if not (final / ".bunshin-image.json").is_file():
-                raise
+
+    try:
+        return _publish(build, f"image-{cfg.id.split(':')[-1][:16]}")
     except docker.errors.DockerException as e:
         raise ImageError(f"exporting the filesystem of image {image!r} failed: {e}") from e
     except OSError as e:
-        raise ImageError(f"exporting the filesystem of image {image!r} into {root} failed: {e}") from e
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return final
+        raise ImageError(f"exporting the filesystem of image {image!r} into {paths.STATE_DIR / 'layers'} "
+                         f"failed: {e}") from e
 
 
 def image_spec(image: str, *, client: Any = None, name: str | None = None,
@@ -173,7 +164,7 @@ def image_spec(image: str, *, client: Any = None, name: str | None = None,
     """
     c = _client(client)
     cfg = image_config(image, c)
-    layer = image_layer(image, c)
+    layer = _export_layer(image, cfg, c)
     if services is None:
         command = tuple(argv) if argv is not None else cfg.entrypoint + cfg.cmd
         if not command:
