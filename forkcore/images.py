@@ -2,10 +2,11 @@
 workspace's service.
 
 `image_spec(image)` asks a Docker daemon (the `docker` SDK) for the image, exports its filesystem once into
-STATE_DIR/layers/image-ID/image (named by the image id: a tag moved to another image gets another layer;
-published like every layer, `layers._publish`: built in a temporary dir and renamed, so a present one is whole), and returns a WorkspaceSpec whose one service
-runs the image's Entrypoint + Cmd chrooted into /image (`ServiceSpec.root`) with its Env, WorkingDir and User,
-ready when its first exposed TCP port accepts. The workspace's own root (forkcore's init, the executor, the
+STATE_DIR/layers/image-DIGEST/image (named by the digest of its filesystem layers, as every layer is named by
+its content: a tag moved to other content gets another layer, the same tar imported again or under another
+config the same one; built in a temporary dir and renamed by `layers._publish`, so a present one is whole), and
+returns a WorkspaceSpec whose one service runs the image's Entrypoint + Cmd chrooted into /image
+(`ServiceSpec.root`) with its Env, WorkingDir and User, ready when its first exposed TCP port accepts. The workspace's own root (forkcore's init, the executor, the
 handlers and e.g. Chromium) stays the project's: the image's /usr is never shadowed, and the image sees the
 workspace's /dev and its own /proc and /sys, as a container does. Everything else is an ordinary workspace: it
 snapshots, forks and is hardened like any other (its services run in the workspace's user namespace, where
@@ -51,6 +52,7 @@ class ImageConfig:
     workdir: str
     user: str
     exposed_tcp_ports: tuple[int, ...]
+    filesystem: str  #: digest of its filesystem layers' content (RootFS diff ids): names its exported layer
 
 
 def _client(client: Any = None):
@@ -84,8 +86,10 @@ def image_config(image: str, client: Any = None) -> ImageConfig:
     env = tuple(tuple(kv.split("=", 1)) if "=" in kv else (kv, "") for kv in cfg.get("Env") or ())
     ports = tuple(sorted(int(p.split("/")[0]) for p in (cfg.get("ExposedPorts") or {}) if p.endswith("/tcp")
                          or "/" not in p))
+    diff_ids = (img.attrs.get("RootFS") or {}).get("Layers") or [img.id]
     return ImageConfig(img.id, tuple(img.tags), tuple(cfg.get("Entrypoint") or ()), tuple(cfg.get("Cmd") or ()),
-                       env, cfg.get("WorkingDir") or "/", cfg.get("User") or "", ports)
+                       env, cfg.get("WorkingDir") or "/", cfg.get("User") or "", ports,
+                       hashlib.sha256("|".join(diff_ids).encode()).hexdigest()[:16])
 
 
 def _fix_root(root: Path) -> None:
@@ -100,7 +104,7 @@ def _fix_root(root: Path) -> None:
 
 
 def image_layer(image: str, client: Any = None) -> Path:
-    """The layer holding the image's filesystem at IMAGE_ROOT (exported on first use, then reused by id)."""
+    """The layer holding the image's filesystem at IMAGE_ROOT (exported on first use, then reused by content)."""
     c = _client(client)
     return _export_layer(image, image_config(image, c), c)
 
@@ -134,7 +138,7 @@ def _export_layer(image: str, cfg: ImageConfig, c) -> Path:
             {"id": cfg.id, "tags": list(cfg.tags), "export_sha256": sha.hexdigest(), "export_bytes": size}))
 
     try:
-        return _publish(build, f"image-{cfg.id.split(':')[-1][:16]}")
+        return _publish(build, f"image-{cfg.filesystem}")
     except docker.errors.DockerException as e:
         raise ImageError(f"exporting the filesystem of image {image!r} failed: {e}") from e
     except OSError as e:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from forkcore import Workspace
-from forkcore.images import IMAGE_ROOT, ImageError, image_config, image_spec
+from forkcore.images import IMAGE_ROOT, ImageError, image_config, image_layer, image_spec
 
 pytestmark = [pytest.mark.criu, pytest.mark.docker, pytest.mark.slow]
 
@@ -69,6 +69,18 @@ def test_the_image_config_becomes_the_workspace_service(dockerd, standin):
     (svc,) = image_spec(standin, client=dockerd.client).services
     assert svc.root == IMAGE_ROOT and svc.ready == "tcp:80" and svc.argv == cfg.entrypoint
     assert svc.cwd == "/var/www/shop" and svc.user == "root" and ("SHOP_NAME", "stand-in") in svc.env
+
+
+def test_an_image_of_the_same_filesystem_reuses_its_layer(dockerd, standin):
+    """Every `docker import` makes a new image id; the exported layer is named by content, so the same tar
+    imported again (here under another config) is not exported again (each test session imports it anew)."""
+    from envs.webarena.standin_image import rootfs_tar
+
+    with open(rootfs_tar(progress=False), "rb") as f:
+        dockerd.client.api.import_image_from_data(f, repository="bunshin/reimport", tag="1", changes=['CMD ["x"]'])
+    again = image_config("bunshin/reimport:1", dockerd.client)
+    assert again.id != image_config(standin, dockerd.client).id and again.cmd == ("x",)
+    assert image_layer("bunshin/reimport:1", dockerd.client) == image_layer(standin, dockerd.client)
 
 
 def test_a_clone_continues_from_the_sources_database_and_clones_are_isolated(shop):
