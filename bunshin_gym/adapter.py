@@ -61,8 +61,10 @@ class EnvAdapter(abc.ABC):
         """Everything about this adapter that can change an observation (viewport, screen size, a11y, action
         space, ...): part of the task snapshots' and the prefix tree's identity, so envs made with other
         settings never share a snapshot or a cached step. By default the adapter's own attributes, which are
-        its constructor settings (adapters hold no other state); override if that stops being true."""
-        return json.dumps({"adapter": type(self).__qualname__, **vars(self)}, sort_keys=True, default=str)
+        its constructor settings (adapters hold no other state but caches named ``_*``, left out); override if
+        that stops being true."""
+        settings = {k: v for k, v in vars(self).items() if not k.startswith("_")}
+        return json.dumps({"adapter": type(self).__qualname__, **settings}, sort_keys=True, default=str)
 
     def warmup_call(self) -> tuple[str, dict] | None:
         """An executor call run once on the fresh base workspace before its snapshot (e.g. start a browser)."""

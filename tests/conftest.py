@@ -1,8 +1,10 @@
-"""Shared pytest set-up: markers that skip with a stated reason when the machine lacks something."""
+"""Shared pytest set-up: markers that skip with a stated reason when the machine lacks something; the
+session's private Docker daemon and stand-in image."""
 from __future__ import annotations
 
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -30,3 +32,22 @@ def pytest_collection_modifyitems(config, items):
         for marker, why in problems.items():
             if why and marker in item.keywords:
                 item.add_marker(pytest.mark.skip(reason=why))
+
+
+@pytest.fixture(scope="session")
+def dockerd(tmp_path_factory):
+    """A private Docker daemon for the session (its own data root and socket); stopped, files removed, after."""
+    from forkcore.dockerd import PrivateDockerd
+
+    d = PrivateDockerd(Path("/var/tmp") / f"bunshin-dockerd-{tmp_path_factory.getbasetemp().name}").start()
+    yield d
+    d.stop()
+    assert not d.root.exists() and d.proc is None
+
+
+@pytest.fixture(scope="session")
+def standin(dockerd):
+    """The stand-in shopping image (envs/webarena/standin_image.py) in `dockerd`: its tag."""
+    from envs.webarena.standin_image import ensure_image
+
+    return ensure_image(dockerd.client)

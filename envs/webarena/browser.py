@@ -68,6 +68,16 @@ _SCROLL_JS = """(dy) => { const s = document.scrollingElement || document.body;
   s.scrollTop = s.scrollTop + dy * window.innerHeight; }"""
 
 
+def _origin(url: str) -> tuple[str, str, int | None]:
+    """(scheme, host, port) with the scheme's default port filled in: http://h and http://h:80 are one origin."""
+    u = urlsplit(url)
+    try:
+        port = u.port or {"http": 80, "https": 443}.get(u.scheme)
+    except ValueError:  # a malformed port: no origin of ours
+        port = -1
+    return u.scheme, (u.hostname or ""), port
+
+
 class BrowserSession:
     """A Chromium browser with one context whose tabs an agent drives with WebArena/BrowserGym actions.
 
@@ -98,6 +108,7 @@ class BrowserSession:
         self._cdp: dict = {}  # page -> CDP session for screenshots (Runtime/Page calls only: no events)
         self.base_url = ""
         self.viewport = (1280, 720)
+        self.login_form = "shop"  #: see login()
 
     # --- lifecycle ---------------------------------------------------------------------------------------
     def start(self, base_url: str, viewport: tuple[int, int] = (1280, 720), headless: bool = True,
@@ -145,11 +156,11 @@ class BrowserSession:
                                         reduced_motion="reduce", java_script_enabled=True)
         ctx.set_default_timeout(ACTION_TIMEOUT_MS)
         ctx.set_default_navigation_timeout(NAVIGATION_TIMEOUT_MS)
-        origin = "{0.scheme}://{0.netloc}".format(urlsplit(self.base_url))
+        origin = _origin(self.base_url)
 
         def _route(route):
             url = route.request.url
-            if url.startswith(origin) or url.startswith(("data:", "about:", "blob:")):
+            if url.startswith(("data:", "about:", "blob:")) or _origin(url) == origin:
                 route.continue_()
             else:
                 route.abort()
@@ -179,13 +190,37 @@ class BrowserSession:
                 self._active = max(0, self._active - 1)
 
     def login(self, email: str, password: str) -> None:
-        """Sign the context in by posting the site's login form (cookies land in the context's jar)."""
+        """Sign the context in (cookies land in the context's jar) by the site's login form: ``login_form``
+        "shop" posts this project's site's form, "magento" fills Magento 2's customer form (WebArena's
+        shopping site) in a page of its own, as a user would."""
+        if self.login_form == "magento":
+            self._login_magento(email, password)
+            return
         resp = self._context.request.post(self.base_url + "/customer/login",
                                           form={"email": email, "password": password, "next": "/"},
                                           max_redirects=0, fail_on_status_code=False)
         if resp.status != 302:
             raise BrowserError(f"login as {email} failed: expected a redirect from /customer/login, got HTTP "
                                f"{resp.status}; check the site is running at {self.base_url} and the password")
+
+    def _login_magento(self, email: str, password: str) -> None:
+        page = self.open_internal_page()
+        try:
+            page.goto(self.base_url + "/customer/account/login/", wait_until="load")
+            try:
+                page.fill("#email", email)
+                page.fill("#pass", password)
+                with page.expect_navigation(wait_until="load"):
+                    page.click("#send2")
+            except Exception as e:  # noqa: BLE001 - Playwright's timeouts and missing elements alike
+                raise BrowserError(f"login as {email} failed: {self.base_url}/customer/account/login/ has no "
+                                   f"Magento login form (#email, #pass, #send2) that answers: "
+                                   f"{str(e).splitlines()[0]}") from e
+            if "/customer/account/login" in page.url:
+                raise BrowserError(f"login as {email} failed: the site sent the browser back to the login "
+                                   f"form ({page.url}); check the e-mail and password (site_credentials)")
+        finally:
+            page.close()
 
     def close(self) -> None:
         """Close the context and browser and stop Playwright; safe to call twice."""

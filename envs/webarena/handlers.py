@@ -9,6 +9,10 @@ Handlers (keyword arguments in, JSON-serialisable dicts out):
   -> observation: ``screenshot_png`` (base64 PNG, viewport size), ``axtree`` (str), ``url`` (str),
   ``open_pages_urls`` (list[str]), ``active_page_index`` (int), ``last_action_error`` ("").
   Starts Chromium on first use (reused afterwards); opens a fresh logged-in context on the task's start URL.
+  ``login`` = ``{"form": "shop" | "magento", "email": ..., "password": ...}`` says how the site signs in
+  (default: this project's site and its seeded customer).
+- ``webarena.warmup(site_setup: list[str] = [], image_root: str = "", **reset_kwargs)``: runs a site image's
+  set-up shell commands (``{base_url}`` replaced, chrooted into ``image_root``), then ``reset``.
 - ``webarena.step(action: str)`` -> observation + ``last_action_error`` (str), ``done`` (bool), ``answer``
   (str | None), ``elapsed_s`` (float).
 - ``webarena.observe()`` -> observation of the current state (no action).
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import base64
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -62,7 +67,7 @@ class _Runtime:
         return out
 
     def reset(self, task: dict, viewport: list | None = None, headless: bool = True,
-              base_url: str | None = None) -> dict:
+              base_url: str | None = None, login: dict | None = None) -> dict:
         vp = tuple(viewport or (1280, 720))
         if base_url:
             self.base_url = base_url.rstrip("/")
@@ -73,8 +78,23 @@ class _Runtime:
             self.session.start(self.base_url, viewport=vp, headless=headless)
             self.headless = headless
         self.session.base_url = self.base_url
-        self.episode = Episode(self.session, task)
+        self.session.login_form = (login or {}).get("form", "shop")
+        creds = {"credentials": (login["email"], login["password"])} if login and "email" in login else {}
+        self.episode = Episode(self.session, task, **creds)
         return self._obs(self.episode.reset(viewport=vp))
+
+    def warmup(self, site_setup: list[str] = (), image_root: str = "", **reset_kwargs) -> dict:
+        """Run the site's set-up commands (``{base_url}`` replaced; in the image's root when ``image_root``),
+        then reset on the given task: what a workspace does once before its base snapshot."""
+        base_url = (reset_kwargs.get("base_url") or self.base_url).rstrip("/")
+        for cmd in site_setup:
+            argv = ["/bin/sh", "-c", cmd.replace("{base_url}", base_url)]
+            r = subprocess.run(["chroot", image_root, *argv] if image_root else argv, capture_output=True,
+                               text=True, timeout=600)
+            if r.returncode != 0:
+                raise WebArenaError(f"site set-up command {cmd!r} exited with {r.returncode}: "
+                                    f"{(r.stderr or r.stdout)[-2000:]}")
+        return self.reset(**reset_kwargs)
 
     def _need_episode(self) -> Episode:
         if self.episode is None:
@@ -102,6 +122,7 @@ def register(executor, base_url: str | None = None) -> None:
     """Register the ``webarena.*`` handlers on ``executor`` (anything with ``register(name, fn)``)."""
     rt = _Runtime(base_url or os.environ.get("BUNSHIN_WEBARENA_URL", f"http://127.0.0.1:{DEFAULT_PORT}"))
     executor.register("webarena.reset", rt.reset)
+    executor.register("webarena.warmup", rt.warmup)
     executor.register("webarena.step", rt.step)
     executor.register("webarena.observe", rt.observe)
     executor.register("webarena.evaluate", rt.evaluate)

@@ -24,7 +24,7 @@ PACKAGES = ("nginx-light", "php-fpm", "php-mysql", "mariadb-server", "mariadb-cl
 CHANGES = ['ENTRYPOINT ["/opt/standin/start.sh"]', "CMD []", "ENV SHOP_NAME=stand-in", "WORKDIR /var/www/shop",
            "USER root", "EXPOSE 80/tcp"]
 _FILES = Path(__file__).parent / "standin"
-_BUILD_VERSION = "1"  # bump when the hooks below change
+_BUILD_VERSION = "2"  # bump when the hooks below change
 
 
 def _cache_dir() -> Path:
@@ -92,8 +92,11 @@ def rootfs_tar(progress: bool = True) -> Path:
         f'for d in "$1"/etc/php/*/fpm/pool.d; do rm -f "$d/www.conf"; cp {_FILES}/etc/php-fpm-pool.conf "$d/shop.conf"; done',
         'rm -rf "$1/var/cache/apt/archives/"*.deb "$1/var/lib/apt/lists/"*',
     ]
+    # MariaDB's settings before its postinst creates the data directory (the redo log's size is fixed there)
+    cnf = (f'mkdir -p "$1/etc/mysql/mariadb.conf.d" && '
+           f'cp {_FILES}/etc/mariadb-standin.cnf "$1/etc/mysql/mariadb.conf.d/90-standin.cnf"')
     cmd = ["mmdebstrap", "--variant=minbase", "--mode=root", f"--include={','.join(PACKAGES)}",
-           *[f"--customize-hook={h}" for h in hooks], suite, str(tmp), *_sources(suite)]
+           f"--essential-hook={cnf}", *[f"--customize-hook={h}" for h in hooks], suite, str(tmp), *_sources(suite)]
     if progress:
         print(f"building the stand-in shopping image's root filesystem ({suite}, {', '.join(PACKAGES)}) with "
               f"mmdebstrap: a few minutes", file=sys.stderr, flush=True)

@@ -341,6 +341,21 @@ def task_ids() -> list[int]:
     return sorted(int(p.stem) for p in TASKS_DIR.glob("*.json") if re.fullmatch(r"\d+", p.stem))
 
 
+def shopping_task_ids(task_dir: str | Path) -> list[int]:
+    """Ids of the shopping-only tasks among the ``<id>.json`` files of ``task_dir`` (e.g. WebArena's
+    ``config_files``, where the other sites' tasks are skipped), sorted."""
+    out = []
+    for p in Path(task_dir).glob("*.json"):
+        if re.fullmatch(r"\d+", p.stem):
+            try:
+                raw = json.loads(p.read_text())
+            except (OSError, json.JSONDecodeError) as e:
+                raise TaskConfigError(f"cannot read task file {p}: {e}") from e
+            if isinstance(raw, dict) and raw.get("sites") == [SITE]:
+                out.append(int(p.stem))
+    return sorted(out)
+
+
 def load_suite() -> list[TaskConfig]:
     """Every shipped task, sorted by id."""
     return [load_task(i) for i in task_ids()]

@@ -14,39 +14,32 @@ from forkcore.images import IMAGE_ROOT, ImageError, image_config, image_layer, i
 
 pytestmark = [pytest.mark.criu, pytest.mark.docker, pytest.mark.slow]
 
-_GET = """
-import json, sys, urllib.request
-with urllib.request.urlopen("http://127.0.0.1" + sys.argv[1], timeout=30) as r:
-    print(json.dumps({"status": r.status, "url": r.geturl(), "body": r.read().decode()}))
+_SHOP = """
+import http.cookiejar, json, sys, urllib.parse, urllib.request
+opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+def call(path, form=None):
+    data = None if form is None else urllib.parse.urlencode(form).encode()
+    with opener.open("http://127.0.0.1" + path, data, timeout=30) as r:
+        return {"status": r.status, "url": r.geturl(), "body": r.read().decode()}
+call("/customer/account/loginPost/", {"login[username]": "emma.lopez@hotmail.com", "login[password]": "Password.123"})
+print(json.dumps(call(sys.argv[1], json.loads(sys.argv[2]))))
 """
 
 
-def get(ws, path: str) -> dict:
-    r = ws.exec(["python3", "-c", _GET, path], timeout=60)
+def call(ws, path: str, form: dict | None = None) -> dict:
+    """GET `path` (POST `form`) on the shop, signed in as its customer."""
+    r = ws.exec(["python3", "-c", _SHOP, path, json.dumps(form)], timeout=60)
     assert r["returncode"] == 0, r["stderr"][-2000:]
     return json.loads(r["stdout"])
 
 
+def order(ws, product: int, qty: int = 1) -> None:
+    assert call(ws, "/order.php", {"product": product, "qty": qty})["url"].endswith("/orders.php")
+
+
 def summary(ws) -> str:
-    body = get(ws, "/orders.php")["body"]
+    body = call(ws, "/orders.php")["body"]
     return body.split('<p id="summary">')[1].split("</p>")[0]
-
-
-@pytest.fixture(scope="session")
-def dockerd(tmp_path_factory):
-    from forkcore.dockerd import PrivateDockerd
-
-    d = PrivateDockerd(Path("/var/tmp") / f"bunshin-dockerd-{tmp_path_factory.getbasetemp().name}").start()
-    yield d
-    d.stop()
-    assert not d.root.exists() and d.proc is None
-
-
-@pytest.fixture(scope="session")
-def standin(dockerd):
-    from envs.webarena.standin_image import ensure_image
-
-    return ensure_image(dockerd.client)
 
 
 @pytest.fixture(scope="session")
@@ -54,7 +47,7 @@ def shop(dockerd, standin):
     """The stand-in shop running as a workspace, one order placed, snapshotted."""
     ws = Workspace.start(image_spec(standin, client=dockerd.client), timeout=300)
     try:
-        assert get(ws, "/order.php?product=2")["url"].endswith("/orders.php")
+        order(ws, 2)
         snap = ws.snapshot()
     finally:
         ws.destroy()
@@ -87,10 +80,10 @@ def test_a_clone_continues_from_the_sources_database_and_clones_are_isolated(sho
     a, b = shop.fork(2)
     try:
         assert summary(a) == summary(b) == "1 orders, total $89.50"  # the source's order, in MariaDB's memory
-        get(a, "/order.php?product=1")
+        order(a, 1)
         assert summary(a) == "2 orders, total $338.50"
         assert summary(b) == "1 orders, total $89.50"
-        get(b, "/order.php?product=3&qty=2")
+        order(b, 3, qty=2)
         assert summary(b) == "2 orders, total $115.48" and summary(a) == "2 orders, total $338.50"
     finally:
         a.destroy()

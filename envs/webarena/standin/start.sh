@@ -1,11 +1,11 @@
 #!/bin/sh
 # Entrypoint of the stand-in shopping image: MariaDB, then PHP-FPM, then nginx in the foreground. Each runs as
-# its packaged user (mysql, www-data); the masters start as root, as in the image's own packaging.
+# its packaged user (mysql, www-data); the masters start as root, as in the image's own packaging. MariaDB's
+# settings are in /etc/mysql/mariadb.conf.d/90-standin.cnf.
 set -e
 install -d -o mysql -g mysql /run/mysqld
-# no native AIO: InnoDB's io_uring/libaio rings cannot be checkpointed
-mariadbd --user=mysql --datadir=/var/lib/mysql --socket=/run/mysqld/mysqld.sock --bind-address=127.0.0.1 \
-  --port=3306 --skip-log-bin --innodb-use-native-aio=0 --innodb-buffer-pool-size=32M >> /var/log/mariadbd.log 2>&1 &
+mariadbd --user=mysql --datadir=/var/lib/mysql --socket=/run/mysqld/mysqld.sock --port=3306 \
+  >> /var/log/mariadbd.log 2>&1 &
 i=0
 until mariadb-admin --socket=/run/mysqld/mysqld.sock ping > /dev/null 2>&1; do
   i=$((i + 1)); [ "$i" -gt 600 ] && { echo "MariaDB did not start:"; tail -20 /var/log/mariadbd.log; exit 1; }

@@ -1,0 +1,4 @@
+<?php
+require __DIR__ . '/../../db.php';
+$c = require_customer();
+page('My Account', '<p id="contact">' . htmlspecialchars($c['name']) . '</p>');
