@@ -28,7 +28,7 @@ deadline = time.monotonic() + 120
 while time.monotonic() < deadline:
     try:
         with socket.create_connection(("127.0.0.1", 80), timeout=1) as s:
-            s.sendall(b"GET /orders.php HTTP/1.0\\r\\nHost: x\\r\\n\\r\\n")
+            s.sendall(b"GET / HTTP/1.0\\r\\nHost: x\\r\\n\\r\\n")  # the product list: PHP + MariaDB
             if s.recv(12).startswith(b"HTTP/1.1 200"):
                 sys.exit(0)
     except OSError:
