@@ -10,6 +10,7 @@ import abc
 import hashlib
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gymnasium import spaces
@@ -77,6 +78,12 @@ class EnvAdapter(abc.ABC):
     @abc.abstractmethod
     def load_task(self, task_id: str | None = None, task_config: dict | str | None = None) -> Task:
         """Load and validate a task by id, or from a config dict / file path; raise ValueError if invalid."""
+
+    def host_files(self, task: Task) -> dict[str, Path]:
+        """{path inside the workspace: host file} copied into the task's workspace before its reset call, e.g.
+        what the host downloaded for it (a workspace has no network). Part of the task's identity through
+        its config (name them there by content)."""
+        return {}
 
     @abc.abstractmethod
     def reset_call(self, task: Task) -> tuple[str, dict]:

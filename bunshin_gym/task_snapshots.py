@@ -11,9 +11,11 @@ reset builds new ones, under a new prefix-tree identity. Released at interpreter
 from __future__ import annotations
 
 import hashlib
+import shutil
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from forkcore import Snapshot, Workspace, host_versions
@@ -95,6 +97,11 @@ class TaskSnapshots:
                 t0 = time.monotonic()
                 ws = self.base(adapter).fork(1, backend=backend)[0]
                 try:
+                    for inside, src in adapter.host_files(task).items():
+                        dst = Path(ws.host_path(inside))
+                        dst.parent.mkdir(parents=True, exist_ok=True)
+                        shutil.copyfile(src, dst)
+                        dst.chmod(0o444)
                     method, params = adapter.reset_call(task)
                     raw = ws.call(method, **params)
                     snap = ws.snapshot()

@@ -63,6 +63,7 @@ import base64
 import io
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -78,6 +79,7 @@ from forkcore.paths import VENV
 
 from .actions import ACTION_SPACES, SPECIAL_ACTIONS, ActionError as _ParseError, parse_action
 from .desktop import DEFAULT_SIZE, desktop_env, desktop_services
+from .downloads import STAGING_DIR, fetch, resolve_task
 from .errors import OSWorldError
 from .handlers import DISPLAY, HOME, MARKER
 from .tasks import TASKS_DIR, load_oracle, load_task, task_from_dict
@@ -177,9 +179,25 @@ class OSWorldAdapter(EnvAdapter):
                     raise ValueError(f"task_id={task_id!r}: no such OSWorld task; expected one of {near}, … "
                                      "(see `bunshin tasks list --env osworld`)")
                 t = load_task(TASKS_DIR / f"{task_id}.json")
+            config = t.to_dict()
+            # fetched on the host now (cached): the bytes' hashes make the files part of the task's identity
+            downloads = resolve_task(config, progress=True)
+            config.pop("bunshin_downloads", None)
+            if downloads:
+                config["bunshin_downloads"] = {u: d.sha256 for u, d in downloads.items()}
         except OSWorldError as e:
             raise ValueError(str(e)) from e
-        return Task(id=t.id, config=t.to_dict(), goal=t.instruction)
+        return Task(id=t.id, config=config, goal=t.instruction)
+
+    def host_files(self, task: Task) -> dict[str, Path]:
+        out = {}
+        for url, sha in (task.config.get("bunshin_downloads") or {}).items():
+            d = fetch(url)  # from the cache, checked against its sha256
+            if d.sha256 != sha:
+                raise ValueError(f"the cached download of {url} changed since the task was loaded (sha256 "
+                                 f"{sha[:12]}… → {d.sha256[:12]}…): load the task again")
+            out[f"{STAGING_DIR}/{sha}"] = d.path
+        return out
 
     def reset_call(self, task: Task):
         return "osworld.reset", {"task": task.config, "action_space": self.space,

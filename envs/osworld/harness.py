@@ -28,6 +28,7 @@ def setup_task(session, task: Task, *, reset: bool = True) -> float:
     t0 = time.monotonic()
     if reset:
         session.reset()
+    session.downloads = task.downloads  # where the download steps and the cloud_file getter find the files
     run_config(session, task.config)
     session.instruction = task.instruction
     return time.monotonic() - t0

@@ -15,9 +15,10 @@ Config step types (parameters as in OSWorld):
     sleep               {"seconds"}
     activate_window     {"window_name", "strict"?, "by_class"?, "timeout"?}  waits for the window first
     close_window        {"window_name", "strict"?, "by_class"?}
-    download            {"files": [{"url", "path"}]}   NO INTERNET: the file is taken from
-                        envs/osworld/task_files/<last path segment of url> (e.g. url
-                        "https://example.org/x/sales.xlsx" → task_files/sales.xlsx) and copied to `path`
+    download            {"files": [{"url", "path"}]}   the workspace has no network: the host downloaded
+                        the file (downloads.py) and staged it in the workspace, named in the task's
+                        "bunshin_downloads" {url: sha256}; URLs under downloads.SHIPPED_URL are files shipped
+                        in envs/osworld/task_files/<last path segment>. Copied to `path`.
     upload_file         {"files": [{"local_path", "path"}]}   local_path relative to task_files/
     chrome_open_tabs    {"urls_to_open": [...]}        through Chromium's DevTools HTTP endpoint
     http_server         {"directory", "port"}          (ours) a loopback `python -m http.server`; directory
@@ -132,6 +133,11 @@ class Task:
     evaluator: Evaluator
     path: str = ""
     raw: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+    @property
+    def downloads(self) -> dict[str, str]:
+        """{url: sha256} of the files the host downloaded for this task (its config's "bunshin_downloads")."""
+        return dict(self.raw.get("bunshin_downloads") or {})
 
     def to_dict(self) -> dict:
         return _thaw(self.raw)
@@ -332,6 +338,21 @@ def url_to_task_file(url: str) -> Path:
     return task_file(urllib.parse.unquote(name))
 
 
+def downloaded_file(url: str, downloads: Mapping[str, str]) -> Path:
+    """The file a task's URL names, inside the workspace: what the host downloaded and staged for it
+    (`downloads`: url → sha256, see downloads.py), else the shipped task file of that name."""
+    from .downloads import STAGING_DIR
+
+    sha = downloads.get(url)
+    if sha is None:
+        return url_to_task_file(url)
+    p = Path(STAGING_DIR) / sha
+    if not p.is_file():
+        raise TaskConfigError(f"the download of {url} (sha256 {sha[:12]}…) was not staged at {p}: the host copies "
+                              "a task's downloads into its workspace before reset (EnvAdapter.host_files)")
+    return p
+
+
 def run_config(session, steps: Iterable[ConfigStep | Mapping[str, Any]]) -> None:
     """Run setup steps on a DesktopSession in order; raises TaskConfigError naming the failing step."""
     for i, step in enumerate(steps):
@@ -388,7 +409,7 @@ def _run_step(session, t: str, p: dict) -> None:
         return
     if t == "download":
         for f in p["files"]:
-            src = url_to_task_file(f["url"])
+            src = downloaded_file(f["url"], getattr(session, "downloads", {}))
             _copy_to(src, session.vm_path(f["path"]))
         return
     if t == "upload_file":

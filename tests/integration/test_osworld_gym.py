@@ -162,3 +162,75 @@ def test_the_desktop_has_osworlds_user_account_with_sudo():
         assert os.path.exists(ws.host_path("/root/made-by-sudo"))  # from the host: /root is closed to `user`
     finally:
         env.close()
+
+
+def test_a_tasks_downloads_are_fetched_on_the_host_and_reach_its_workspace(tmp_path, monkeypatch):
+    """The workspace has no network (it cannot reach the host's loopback server): the bytes it gets were
+    fetched by the host into the cache and staged into the task's workspace; the evaluator's cloud_file too."""
+    import hashlib
+    import http.server
+    import threading
+
+    served = {"/report.txt": b"quarterly report\n", "/expected.txt": b"quarterly report\n", "/other.txt": b"no\n"}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = served[self.path]
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+
+    monkeypatch.setenv("BUNSHIN_OSWORLD_CACHE", str(tmp_path / "cache"))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+
+    def task(expected: str) -> dict:
+        return {"id": f"download-{expected[1:-4]}", "instruction": "Nothing to do: the report is downloaded.",
+                "config": [{"type": "download", "parameters": {"files": [
+                    {"url": base + "/report.txt", "path": "/home/user/Documents/report.txt"}]}}],
+                "evaluator": {"func": "compare_text_file",
+                              "result": {"type": "vm_file", "path": "/home/user/Documents/report.txt", "dest": "r.txt"},
+                              "expected": {"type": "cloud_file", "path": base + expected, "dest": "e.txt"}}}
+
+    env = gym.make(ENV_ID, task_config=task("/expected.txt"), action_space="pyautogui")
+    try:
+        env.reset()
+        ws = env.unwrapped.live_workspace()
+        r = ws.exec(["sha256sum", "/home/user/Documents/report.txt"])
+        assert r["stdout"].split()[0] == hashlib.sha256(served["/report.txt"]).hexdigest(), r
+        assert ws.exec(["python3", "-c", f"import urllib.request; urllib.request.urlopen('{base}/report.txt', "
+                                         "timeout=3)"])["returncode"] != 0, "the workspace reached the host's loopback"
+        *_, reward, terminated, _, _ = env.step("DONE")
+        assert (reward, terminated) == (1.0, True)
+        env.reset(options={"task_config": task("/other.txt")})
+        *_, reward, _, _, _ = env.step("DONE")
+        assert reward == 0.0
+    finally:
+        env.close()
+        server.shutdown()
+        server.server_close()
+
+
+def test_coverage_run_resets_each_ready_task_and_judges_a_do_nothing_episode(tmp_path):
+    """`bunshin osworld coverage --run`'s episode: a real env per task; DONE scores 0, FAIL on an infeasible task
+    1, and a task whose reset fails says why."""
+    import json
+
+    from envs.osworld.coverage import coverage
+    from envs.osworld.tasks import TASKS_DIR
+
+    ex = tmp_path / "examples" / "os"
+    ex.mkdir(parents=True)
+    task = json.loads((TASKS_DIR / "os-mkdir-nested.json").read_text())
+    (ex / "mkdir.json").write_text(json.dumps(task))
+    (ex / "infeasible.json").write_text(json.dumps({**task, "id": "infeasible", "evaluator": {"func": "infeasible"}}))
+    (ex / "broken.json").write_text(json.dumps({**task, "id": "broken", "config": [
+        {"type": "open", "parameters": {"path": "/home/user/no-such-file.txt"}}]}))
+    results = {r.id: r for r in coverage(tmp_path / "examples", run=True)}
+    assert results["mkdir"].passed[-1] == "runs" and results["infeasible"].passed[-1] == "runs", results
+    assert results["broken"].passed[-1] == "files" and "no-such-file.txt" in results["broken"].reason, results

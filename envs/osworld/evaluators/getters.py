@@ -3,8 +3,8 @@
 Each getter is `fn(session, config) -> value` under OSWorld's getter `type` name (registered in GETTERS):
     vm_file             {"path": str | [str], "dest": str | [str], "multi"?, "gives"?} → local copy path(s),
                         None where the file does not exist (a copy, so later desktop changes don't leak in)
-    cloud_file          {"path": url | [url], "dest", "multi"?, "gives"?} → the shipped file of that name
-                        under envs/osworld/task_files/ (no internet; see tasks.url_to_task_file)
+    cloud_file          {"path": url | [url], "dest", "multi"?, "gives"?} → a copy of the file the host
+    cache_file          downloaded for the URL (tasks.downloaded_file; shipped task files by name)
     vm_command_line     {"command": str | [str], "shell"?} → stdout (str)
     vm_command_error    {"command", "shell"?} → stderr (str)
     vm_terminal_output  {} → the newest terminal's text (str | None)
@@ -88,11 +88,12 @@ def get_vm_file(session, config: Mapping[str, Any]) -> Any:
 
 
 @getter("cloud_file")
+@getter("cache_file")
 def get_cloud_file(session, config: Mapping[str, Any]) -> Any:
-    from ..tasks import url_to_task_file
+    from ..tasks import downloaded_file
 
     def one(url: str, dest: str) -> str | None:
-        src = url_to_task_file(url)
+        src = downloaded_file(url, getattr(session, "downloads", {}))
         local = os.path.join(_cache_dir(session), "expected-" + os.path.basename(dest))
         shutil.copyfile(src, local)
         return local
