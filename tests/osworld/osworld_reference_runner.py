@@ -7,7 +7,7 @@ desktop_env/evaluators/metrics/__init__.py imports every metric module (torch, e
 packages desktop_env, desktop_env.evaluators and desktop_env.evaluators.metrics are registered here as bare
 namespace modules and each metric module is imported on its own. Three libraries that some modules import
 at top level but the compared functions never call (easyocr, skimage, borb: OCR, colour distance, PDF)
-(and imagehash, fitz) are replaced by placeholders that raise if actually used.
+(and imagehash, fitz, and cv2 for the GIMP module) are replaced by placeholders that raise if actually used.
 """
 
 import importlib
@@ -21,7 +21,7 @@ import sys
 import types
 
 logging.disable(logging.CRITICAL)
-HEAVY = ("easyocr", "skimage", "borb", "imagehash", "fitz")
+HEAVY = ("easyocr", "skimage", "borb", "imagehash", "fitz", "cv2")
 
 
 class _Placeholder(types.ModuleType):

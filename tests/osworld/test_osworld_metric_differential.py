@@ -79,6 +79,24 @@ def _files(d: Path) -> dict[str, str]:
     docx("d_case.docx", ["DEAR team,", "The meeting is on monday.", "", "Regards,"])
     docx("d_order.docx", ["Regards,", "", "Dear team,", "The meeting is on Monday."])
     docx("d_other.docx", ["Dear colleagues,", "The meeting is on Tuesday.", "", "Regards,"])
+    def docx_tables(name, tables):
+        doc = Document()
+        for rows in tables:
+            t = doc.add_table(rows=len(rows), cols=len(rows[0]))
+            for i, row in enumerate(rows):
+                for j, v in enumerate(row):
+                    t.cell(i, j).text = v
+        doc.save(d / name)
+        f[name] = str(d / name)
+
+    docx_tables("tb.docx", [[["Name", "Qty"], ["Pens", "4"]], [["x"]]])
+    docx_tables("tb_same.docx", [[["Name ", "Qty"], [" Pens", "4"]], [["x"]]])
+    docx_tables("tb_cell.docx", [[["Name", "Qty"], ["Pens", "5"]], [["x"]]])
+    docx_tables("tb_shape.docx", [[["Name", "Qty"], ["Pens", "4"], ["Ink", "1"]], [["x"]]])
+    docx_tables("tb_count.docx", [[["Name", "Qty"], ["Pens", "4"]]])
+    text("settings.json", json.dumps({"editor.fontSize": 14, "files.autoSave": "afterDelay", "nested": {"a": [1]}}))
+    text("sessionrc", "# GIMP sessionrc\n\n(session-info \"toplevel\"\n(default-threshold 128)\n"
+                      "(theme \"Dark\")\n(show-tips no)\n(color-profile-policy convert)\n")
     odt("o.odt", ["Hello", "World"])
     odt("o_same.odt", ["Hello", "World"])
     odt("o_other.odt", ["Hello", "There"])
@@ -180,6 +198,27 @@ def _cases(f: dict[str, str]) -> list[tuple[str, str, list, dict]]:
                     ("d.docx", "d_other.docx", {"fuzzy_match": True, "ignore_blanks": False}),
                     ("o.odt", "o_same.odt", {}), ("o.odt", "o_other.odt", {}), ("d.docx", "o.odt", {})):
         C.append(("docs", "compare_docx_files", [f[a], f[b]], o))
+    for a, b in (("tb.docx", "tb_same.docx"), ("tb.docx", "tb_cell.docx"), ("tb.docx", "tb_shape.docx"),
+                 ("tb.docx", "tb_count.docx"), ("tb.docx", "d.docx"), ("tb.docx", "a.txt")):
+        C.append(("docs", "compare_docx_tables", [f[a], f[b]], {}))
+    C.append(("docs", "compare_docx_tables", [None, f["tb.docx"]], {}))
+    for exp in ({"editor.fontSize": 14}, {"editor.fontSize": 14, "files.autoSave": "afterDelay"},
+                {"editor.fontSize": 12}, {"missing": 1}, {"nested": {"a": [1]}}, {}):
+        C.append(("vscode", "check_json_settings", [f["settings.json"], {"expected": exp}], {}))
+    for path in (f["bad.json"], None, f["a.txt"]):
+        C.append(("vscode", "check_json_settings", [path, {"expected": {"x": 1}}], {}))
+    for exp in ("alpha\nbeta\ngamma\n", "alpha\nbeta\ngamma", "other"):
+        C.append(("vscode", "compare_config", [f["a.txt"], {"expected": exp}], {}))
+    C.append(("vscode", "compare_config", [None, {"expected": ""}], {}))
+    listing = "ms-python.python\nvscodevim.vim\n"
+    for kind, want in (("contain", "ms-python.python"), ("contain", "golang.go"), ("not_contain", "vscodevim.vim"),
+                       ("not_contain", "golang.go")):
+        C.append(("vscode", "is_extension_installed", [listing, {"type": kind, "expected": want}], {}))
+    for rule in ({"key": "theme", "value": '"Dark"'}, {"key": "theme", "value": '"Light"'},
+                 {"key": "show-tips", "value": "no"}, {"key": ["default-threshold", "128"], "value": "128"},
+                 {"key": ["color-profile-policy", "convert"], "value": "convert"}, {"key": "absent", "value": "x"}):
+        C.append(("gimp", "check_config_status", [f["sessionrc"], rule], {}))
+    C.append(("gimp", "check_config_status", [None, {"key": "theme", "value": "x"}], {}))
     S = "http://127.0.0.1:18765/"
     for info, url in (({"url": S + "about.html", "title": "A"}, S + "about.html"),
                       ({"url": S + "about.html"}, S + "contact.html"),

@@ -11,7 +11,8 @@ Registered in METRICS (name → function):
   files:         compare_text_file, diff_text_file, file_contains, check_list, check_json, compare_csv,
                  check_csv
   office:        compare_table (rules sheet_name, sheet_data, sheet_print-free subset, check_cell,
-                 sheet_fuzzy), compare_docx_files
+                 sheet_fuzzy), compare_docx_files, compare_docx_tables
+  settings:      check_json_settings, compare_config, is_extension_installed, check_config_status
   browser:       is_expected_active_tab, is_expected_tabs, is_expected_url_pattern_match
   a11y:          check_accessibility_tree
 """
@@ -513,6 +514,99 @@ def compare_docx_files(file1: str, file2: str, **options: Any) -> float:
     if options.get("fuzzy_match", False):
         return 1.0 if not p1 else sum(fuzz.ratio(a, b) / 100.0 for a, b in zip(p1, p2)) / len(p1)
     return float(p1 == p2)
+
+
+@metric
+def compare_docx_tables(file1: str, file2: str) -> float:
+    """Every table of two .docx files: the same count, shape and cell texts (stripped)."""
+    from docx import Document
+
+    if not file1 or not file2:
+        return 0.0
+    try:
+        t1, t2 = Document(file1).tables, Document(file2).tables
+    except Exception:  # noqa: BLE001 - an unreadable result scores 0
+        return 0.0
+
+    def cells(table) -> list[list[str]]:
+        return [[c.text.strip() for c in row.cells] for row in table.rows]
+
+    return float(len(t1) == len(t2) and all(
+        len(a.rows) == len(b.rows) and len(a.columns) == len(b.columns) and cells(a) == cells(b)
+        for a, b in zip(t1, t2)))
+
+
+# ----------------------------------------------------------------------------------------------------
+# application settings files
+
+
+def _read_text(path: str | None) -> str | None:
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+@metric
+def check_json_settings(actual: str, expected: Mapping[str, Any], **options: Any) -> float:
+    """A JSON settings file (VS Code's settings.json) holds every key of expected["expected"] with that value."""
+    text = _read_text(actual)
+    try:
+        data = json.loads(text) if text is not None else None
+    except ValueError:
+        return 0.0
+    if not isinstance(data, dict):
+        return 0.0
+    want = _need(expected, "expected", "check_json_settings")
+    return float(all(k in data and data[k] == v for k, v in want.items()))
+
+
+@metric
+def compare_config(actual: str, rules: Mapping[str, Any], **options: Any) -> float:
+    """A file's whole text equals rules["expected"]."""
+    text = _read_text(actual)
+    return float(text is not None and text == _need(rules, "expected", "compare_config"))
+
+
+@metric
+def is_extension_installed(actual: str, rules: Mapping[str, Any], **options: Any) -> float:
+    """rules["expected"] is ("contain") or is not ("not_contain") a substring of a listing (e.g. `code
+    --list-extensions`)."""
+    kind, want = _need(rules, "type", "is_extension_installed"), _need(rules, "expected", "is_extension_installed")
+    if kind not in ("contain", "not_contain"):
+        raise EvaluatorError(f"is_extension_installed: rules.type must be 'contain' or 'not_contain', not {kind!r}")
+    if not isinstance(actual, str):
+        return 0.0
+    return float((want in actual) == (kind == "contain"))
+
+
+@metric
+def check_config_status(actual_config_path: str, rule: Mapping[str, Any]) -> float:
+    """A GIMP-style config file (`(key [subkey] ... value)` lines, # comments) has a line whose key (or
+    [key, subkey]) is rule["key"] and whose last item is rule["value"]."""
+    text = _read_text(actual_config_path)
+    if text is None:
+        return 0.0
+    key, value = _need(rule, "key", "check_config_status"), _need(rule, "value", "check_config_status")
+    keys = [key] if isinstance(key, str) else list(key)
+    if not 1 <= len(keys) <= 2:
+        raise EvaluatorError(f"check_config_status: rule.key must be a string or [key, subkey], not {key!r}")
+    for line in text.splitlines():
+        if line.startswith("#"):
+            continue
+        items = line.strip().lstrip("(").rstrip(")").split()
+        if len(items) >= len(keys) and items[:len(keys)] == keys and items[-1] == value:
+            return 1.0
+    return 0.0
+
+
+def _need(rules: Any, key: str, metric_name: str) -> Any:
+    if not isinstance(rules, Mapping) or key not in rules:
+        raise EvaluatorError(f"{metric_name}: the task's rules need {key!r}; found {rules!r:.80}")
+    return rules[key]
 
 
 # ----------------------------------------------------------------------------------------------------
