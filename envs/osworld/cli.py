@@ -38,9 +38,9 @@ def task_files_under(examples: Path) -> list[tuple[Path, dict]]:
 def fetch(examples: Path = typer.Option(..., exists=True, file_okay=False,
                                         help="OSWorld's evaluation_examples (or any folder of its task JSONs)"),
           workers: int = typer.Option(4, min=1, max=32, help="downloads at once")) -> None:
-    """Download every file the tasks under --examples need (their `download` steps, `cloud_file` and
-    `cache_file` getters) into BUNSHIN_OSWORLD_CACHE, so the tasks run offline (BUNSHIN_OSWORLD_OFFLINE=1) here
-    or wherever the cache is copied. Already cached files are checked, not fetched again. Exits 1 if any failed."""
+    """Download every file the tasks under --examples need (their `download` steps and `cloud_file` getters)
+    into BUNSHIN_OSWORLD_CACHE, so the tasks run offline (BUNSHIN_OSWORLD_OFFLINE=1) here or wherever the cache
+    is copied. Already cached files are checked, not fetched again. Exits 1 if any failed."""
     from tqdm import tqdm
 
     from .downloads import DownloadError, cache_dir, cached, fetch as fetch_url, task_urls

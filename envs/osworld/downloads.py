@@ -1,7 +1,7 @@
 """Downloads of OSWorld tasks, done on the host (a workspace has no network) into a content-addressed cache.
 
-OSWorld's tasks fetch files from the internet: `download` / `upload_file`-style config steps and the
-`cloud_file` / `cache_file` getters of their evaluators. `resolve_task(task)` fetches every such URL once with
+OSWorld's tasks fetch files from the internet: `download` config steps and the `cloud_file` getters of their
+evaluators. `resolve_task(task)` fetches every such URL once with
 httpx into BUNSHIN_OSWORLD_CACHE (default /var/cache/bunshin/osworld):
 
     files/<sha256>            the bytes (read-only once written)
@@ -37,7 +37,7 @@ SHIPPED_URL = "https://files.bunshin.example/osworld/"
 #: where, inside a task's workspace, the host puts its downloaded files (by sha256)
 STAGING_DIR = "/var/lib/bunshin-osworld/downloads"
 #: getter types whose `path` is a URL the evaluator compares against
-URL_GETTERS = ("cloud_file", "cache_file")
+URL_GETTERS = ("cloud_file",)
 _RETRY_STATUS = {408, 425, 429, 500, 502, 503, 504}
 
 
@@ -201,7 +201,7 @@ def _getter_urls(g: Any) -> Iterable[str]:
 
 def task_urls(task: Mapping[str, Any]) -> list[str]:
     """Every URL `task` (an OSWorld task dict) downloads: config and postconfig `download` files, and the
-    `cloud_file` / `cache_file` getters of its evaluator; shipped files (SHIPPED_URL) left out."""
+    `cloud_file` getters of its evaluator; shipped files (SHIPPED_URL) left out."""
     ev = task.get("evaluator") or {}
     steps = list(task.get("config") or []) + list(ev.get("postconfig") or [])
     urls = [f.get("url") for s in steps if isinstance(s, Mapping) and s.get("type") == "download"

@@ -7,7 +7,8 @@ A task is a JSON object in OSWorld's schema:
 same length; `conj` is "and" (default) or "or"; `postconfig` is a list of config steps run before judging.
 
 Config step types (parameters as in OSWorld):
-    execute / command   {"command": str | [str], "shell": bool, "until": {...}?}  run to completion
+    execute / command   {"command": str | [str], "shell": bool, "stdout"?, "stderr"?}  run to completion;
+                        "stdout"/"stderr" name files of the evaluation cache the output is written to
     launch              {"command": str | [str], "shell": bool}   start detached (apps get the desktop's
                         flags: chromium/google-chrome → CDP port etc., libreoffice → private profile)
     open                {"path"}                                    open with the app for its file type and
@@ -370,6 +371,12 @@ def _run_step(session, t: str, p: dict) -> None:
                                      timeout=float(p.get("timeout", 120)))
         if r.returncode == 127 and "FileNotFoundError" in (r.stderr or ""):
             raise TaskConfigError(f"command not found: {r.args!r}")
+        for stream in ("stdout", "stderr"):  # kept for the evaluator's cache_file getter, as OSWorld does
+            if p.get(stream):
+                from .evaluators.getters import cache_dir
+
+                with open(os.path.join(cache_dir(session), os.path.basename(str(p[stream]))), "w") as f:
+                    f.write(getattr(r, stream) or "")
         return
     if t == "launch":
         cmd = session.map_command(p["command"])

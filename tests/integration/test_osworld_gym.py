@@ -234,3 +234,22 @@ def test_coverage_run_resets_each_ready_task_and_judges_a_do_nothing_episode(tmp
     results = {r.id: r for r in coverage(tmp_path / "examples", run=True)}
     assert results["mkdir"].passed[-1] == "runs" and results["infeasible"].passed[-1] == "runs", results
     assert results["broken"].passed[-1] == "files" and "no-such-file.txt" in results["broken"].reason, results
+
+
+def test_an_execute_steps_stdout_reaches_the_cache_file_getter():
+    """OSWorld's postconfig `execute` with "stdout": NAME, read back by the `cache_file` getter."""
+    def task(pattern: str) -> dict:
+        return {"id": f"cache-file-{pattern}", "instruction": "Nothing to do.", "config": [],
+                "evaluator": {"postconfig": [{"type": "execute", "parameters": {
+                    "command": ["sh", "-c", "echo hello from $(whoami)"], "stdout": "echo.out"}}],
+                    "func": "check_list", "result": {"type": "cache_file", "path": "echo.out"},
+                    "expected": {"type": "rule", "rules": {"expect": [pattern]}}}}
+
+    env = gym.make(ENV_ID, task_config=task("^hello from user$"), action_space="pyautogui")
+    try:
+        env.reset()
+        assert env.step("DONE")[1] == 1.0
+        env.reset(options={"task_config": task("^bye$")})
+        assert env.step("DONE")[1] == 0.0
+    finally:
+        env.close()

@@ -4,7 +4,9 @@ Each getter is `fn(session, config) -> value` under OSWorld's getter `type` name
     vm_file             {"path": str | [str], "dest": str | [str], "multi"?, "gives"?} → local copy path(s),
                         None where the file does not exist (a copy, so later desktop changes don't leak in)
     cloud_file          {"path": url | [url], "dest", "multi"?, "gives"?} → a copy of the file the host
-    cache_file          downloaded for the URL (tasks.downloaded_file; shipped task files by name)
+                        downloaded for the URL (tasks.downloaded_file; shipped task files by name)
+    cache_file          {"path"} → the evaluation cache's file of that name (an execute step's "stdout"
+                        or "stderr" wrote it), None if absent
     vm_command_line     {"command": str | [str], "shell"?} → stdout (str)
     vm_command_error    {"command", "shell"?} → stderr (str)
     vm_terminal_output  {} → the newest terminal's text (str | None)
@@ -53,7 +55,8 @@ def get_value(session, config: Mapping[str, Any] | None) -> Any:
     return GETTERS[t](session, config)
 
 
-def _cache_dir(session) -> str:
+def cache_dir(session) -> str:
+    """The session's evaluation cache: getters' copies and the files execute steps write."""
     d = os.path.join(str(session.run_dir), "eval_cache")
     os.makedirs(d, exist_ok=True)
     return d
@@ -81,20 +84,26 @@ def get_vm_file(session, config: Mapping[str, Any]) -> Any:
         src = session.vm_path(path)
         if not os.path.isfile(src):
             return None
-        local = os.path.join(_cache_dir(session), os.path.basename(dest))
+        local = os.path.join(cache_dir(session), os.path.basename(dest))
         shutil.copyfile(src, local)
         return local
     return _multi(session, config, one)
 
 
-@getter("cloud_file")
 @getter("cache_file")
+def get_cache_file(session, config: Mapping[str, Any]) -> str | None:
+    """A file the task's own steps wrote into the evaluation cache (an execute step's "stdout"/"stderr")."""
+    path = os.path.join(cache_dir(session), str(config["path"]))
+    return path if os.path.isfile(path) else None
+
+
+@getter("cloud_file")
 def get_cloud_file(session, config: Mapping[str, Any]) -> Any:
     from ..tasks import downloaded_file
 
     def one(url: str, dest: str) -> str | None:
         src = downloaded_file(url, getattr(session, "downloads", {}))
-        local = os.path.join(_cache_dir(session), "expected-" + os.path.basename(dest))
+        local = os.path.join(cache_dir(session), "expected-" + os.path.basename(dest))
         shutil.copyfile(src, local)
         return local
     return _multi(session, config, one)
