@@ -37,6 +37,8 @@ APT_PACKAGES=(
   openbox xdotool mousepad pcmanfm python3-pyatspi gir1.2-atspi-2.0 libatk-adaptor x11-apps
   python3-xlib imagemagick dbus-x11 at-spi2-core python3-tk x11-xserver-utils xterm sudo
   libreoffice-calc libreoffice-writer libreoffice-gtk3
+  # OSWorld's Chrome tasks launch socat to forward Chrome's DevTools port
+  socat
 )
 # kernel-module tests in a VM guest
 [ "$WITH_TESTS" = 1 ] && APT_PACKAGES+=(qemu-system-x86 busybox-static linux-image-amd64 linux-headers-amd64)

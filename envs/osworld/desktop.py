@@ -268,6 +268,9 @@ def desktop_services(home: str | os.PathLike, display: int, size: tuple[int, int
     ]
 
 
+CHROME_NAMES = ("chromium", "chrome", "google-chrome", "google-chrome-stable", "chromium-browser")
+
+
 def app_command(app: str, *args: str, home: str | os.PathLike, cdp_port: int = CDP_PORT) -> list[str]:
     """The argv that starts one desktop app the way OSWorld tasks expect it.
 
@@ -298,8 +301,7 @@ def app_command(app: str, *args: str, home: str | os.PathLike, cdp_port: int = C
         kind = {"calc": ["--calc"], "localc": ["--calc"], "writer": ["--writer"], "lowriter": ["--writer"]}.get(name, [])
         profile = (home / _LO_PROFILE).as_uri()
         return ["soffice", *kind, *LIBREOFFICE_FLAGS, f"-env:UserInstallation={profile}", *a]
-    if name in ("chromium", "chrome", "google-chrome", "google-chrome-stable", "chromium-browser"):
-        # OSWorld's tasks launch Chrome with their own --remote-debugging-port; ours is fixed.
+    if name in CHROME_NAMES:  # a task's own --remote-debugging-port is honoured through cdp_port (launch)
         a = [x for x in a if not x.startswith("--remote-debugging-port")]
         return ["chromium", *CHROMIUM_FLAGS, f"--remote-debugging-port={cdp_port}",
                 f"--user-data-dir={home}/.config/chromium", *a]
@@ -365,6 +367,7 @@ class DesktopSession:
         self.display = display if display is not None else free_display(40 + random.randrange(0, 300))
         self.size = (int(size[0]), int(size[1]))
         self.cdp_port = cdp_port if cdp_port is not None else (CDP_PORT if _port_free(CDP_PORT) else free_port())
+        self._default_cdp_port = self.cdp_port
         self.vm_home = vm_home.rstrip("/")
         self.task_files = Path(task_files) if task_files else _HERE / "task_files"
         self.marker = marker or f"{self.display}-{uuid.uuid4().hex[:12]}"
@@ -525,7 +528,12 @@ class DesktopSession:
         return self.run(cmd, shell=shell, timeout=timeout)
 
     def launch(self, app: str, *args: str) -> subprocess.Popen:
-        """Start an app (see `app_command`) in the desktop, detached; returns its Popen."""
+        """Start an app (see `app_command`) in the desktop, detached; returns its Popen. Chromium listens on the
+        DevTools port a task's launch names (OSWorld's tasks then forward 9222 to it with socat), if free."""
+        if os.path.basename(app) in CHROME_NAMES:
+            asked = [x.split("=", 1)[1] for x in args if x.startswith("--remote-debugging-port=")]
+            if asked and asked[-1].isdigit() and _port_free(int(asked[-1])):
+                self.cdp_port = int(asked[-1])
         argv = app_command(app, *args, home=self.home, cdp_port=self.cdp_port)
         if not shutil.which(argv[0]):
             raise DependencyNotInstalled(f"{argv[0]!r} is not installed (needed to launch {app!r})")
@@ -687,6 +695,7 @@ class DesktopSession:
         self.kill_apps()
         self.restore_home()
         self.instruction = ""
+        self.cdp_port = self._default_cdp_port
 
     def wait_idle(self, timeout: float = 15.0, window: float = 0.5, max_ticks: int = 6) -> bool:
         """Wait until the desktop's processes together use < `max_ticks` CPU ticks (1/100 s) in `window`
@@ -724,7 +733,10 @@ class DesktopSession:
         return out
 
     def find_window(self, name: str, *, strict: bool = False, by_class: bool = False) -> str | None:
-        """Id of a visible window whose title (or WM_CLASS) contains / equals `name`; None if none."""
+        """Id of a visible window whose title (or WM_CLASS) contains / equals `name`; None if none. OSWorld's
+        VM runs Google Chrome, this desktop Chromium: a title's "Google Chrome" is found as "Chromium"."""
+        if not by_class and name.endswith("Google Chrome"):
+            name = name[: -len("Google Chrome")] + "Chromium"
         for wid, title, cls in self.windows():
             hay = cls.split(",") if by_class else [title]
             for h in hay:

@@ -168,26 +168,14 @@ def test_a_tasks_downloads_are_fetched_on_the_host_and_reach_its_workspace(tmp_p
     """The workspace has no network (it cannot reach the host's loopback server): the bytes it gets were
     fetched by the host into the cache and staged into the task's workspace; the evaluator's cloud_file too."""
     import hashlib
-    import http.server
-    import threading
 
-    served = {"/report.txt": b"quarterly report\n", "/expected.txt": b"quarterly report\n", "/other.txt": b"no\n"}
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            body = served[self.path]
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *a):
-            pass
+    from tests.loopback import LoopbackFiles
 
     monkeypatch.setenv("BUNSHIN_OSWORLD_CACHE", str(tmp_path / "cache"))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    base = f"http://127.0.0.1:{server.server_address[1]}"
+    server = LoopbackFiles()
+    served = server.files
+    served.update({"/report.txt": b"quarterly report\n", "/expected.txt": b"quarterly report\n", "/other.txt": b"no\n"})
+    base = server.base
 
     def task(expected: str) -> dict:
         return {"id": f"download-{expected[1:-4]}", "instruction": "Nothing to do: the report is downloaded.",
@@ -212,8 +200,7 @@ def test_a_tasks_downloads_are_fetched_on_the_host_and_reach_its_workspace(tmp_p
         assert reward == 0.0
     finally:
         env.close()
-        server.shutdown()
-        server.server_close()
+        server.close()
 
 
 def test_coverage_run_resets_each_ready_task_and_judges_a_do_nothing_episode(tmp_path):
@@ -251,5 +238,30 @@ def test_an_execute_steps_stdout_reaches_the_cache_file_getter():
         assert env.step("DONE")[1] == 1.0
         env.reset(options={"task_config": task("^bye$")})
         assert env.step("DONE")[1] == 0.0
+    finally:
+        env.close()
+
+
+def test_osworlds_chrome_setup_with_its_devtools_port_and_socat_forward_resets():
+    """OSWorld's Chrome tasks launch `google-chrome --remote-debugging-port=1337`, forward 9222 to it with socat,
+    open tabs and activate "Google Chrome": here Chromium listens on the task's port (the forward then has 9222
+    to itself), the tabs open, and the window is found by its Chromium title."""
+    site = "http://127.0.0.1:18765/"
+    task = {"id": "chrome-socat", "instruction": "Nothing to do.", "config": [
+        {"type": "http_server", "parameters": {"directory": "site", "port": 18765}},
+        {"type": "launch", "parameters": {"command": ["google-chrome", "--remote-debugging-port=1337",
+                                                      site + "about.html"]}},
+        {"type": "launch", "parameters": {"command": ["socat", "tcp-listen:9222,fork", "tcp:localhost:1337"]}},
+        {"type": "chrome_open_tabs", "parameters": {"urls_to_open": [site + "contact.html"]}},
+        {"type": "activate_window", "parameters": {"window_name": "Google Chrome"}}],
+        "evaluator": {"func": "is_expected_tabs", "result": {"type": "open_tabs_info"},
+                      "expected": {"type": "rule", "rules": {"type": "url", "urls": [site + "about.html",
+                                                                                       site + "contact.html"]}}}}
+    env = gym.make(ENV_ID, task_config=task, action_space="pyautogui")
+    try:
+        env.reset()
+        ws = env.unwrapped.live_workspace()
+        assert ws.exec(["pgrep", "-f", "remote-debugging-port=1337"])["returncode"] == 0
+        assert env.step("DONE")[1] == 1.0
     finally:
         env.close()

@@ -3,49 +3,13 @@ by content, retries, limits, offline mode, damaged entries, `bunshin osworld fet
 from __future__ import annotations
 
 import hashlib
-import http.server
 import json
-import threading
 
 import pytest
 
 from envs.osworld import downloads
 from envs.osworld.downloads import DownloadError, fetch, resolve_task, task_urls
-
-
-class Files:
-    """A loopback HTTP server: `files[path] = bytes`; `fail[path] = n` answers 503 n times first."""
-
-    def __init__(self):
-        self.files, self.fail, self.hits = {}, {}, {}
-        owner = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):
-                owner.hits[self.path] = owner.hits.get(self.path, 0) + 1
-                if owner.fail.get(self.path, 0) > 0:
-                    owner.fail[self.path] -= 1
-                    self.send_error(503)
-                    return
-                if self.path not in owner.files:
-                    self.send_error(404)
-                    return
-                body = owner.files[self.path]
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *a):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
+from tests.loopback import LoopbackFiles
 
 
 @pytest.fixture
@@ -53,7 +17,7 @@ def files(tmp_path, monkeypatch):
     monkeypatch.setenv("BUNSHIN_OSWORLD_CACHE", str(tmp_path / "cache"))
     monkeypatch.delenv("BUNSHIN_OSWORLD_OFFLINE", raising=False)
     monkeypatch.setattr(downloads.time, "sleep", lambda s: None)  # retries' backoff
-    f = Files()
+    f = LoopbackFiles()
     yield f
     f.close()
 
