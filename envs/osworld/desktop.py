@@ -175,6 +175,9 @@ def desktop_env(home: str | os.PathLike, display: int, *, marker: str | None = N
         "XAUTHORITY": f"{home}/.Xauthority",
         "XDG_RUNTIME_DIR": str(run / "xdg"),
         "XDG_CONFIG_HOME": f"{home}/.config",
+        # GSettings in a file of HOME (GLib's keyfile backend): settings reset and fork with HOME, and no
+        # dconf daemon holds them in memory
+        "GSETTINGS_BACKEND": "keyfile",
         "XDG_DATA_HOME": f"{home}/.local/share",
         "XDG_CACHE_HOME": f"{home}/.cache",
         "XDG_SESSION_TYPE": "x11",
@@ -213,10 +216,17 @@ def _openbox_rc(home: Path) -> Path:
     return out
 
 
+#: GSettings where OSWorld's VM differs from the schemas' defaults (its tasks' initial states read them)
+_OSWORLD_VM_SETTINGS = """[org/gnome/desktop/screensaver]
+lock-enabled=false
+"""
+
+
 def prepare_home(home: str | os.PathLike) -> None:
     """Seed a desktop user's HOME (idempotent): ~/Desktop, ~/Documents, ~/Downloads, ~/.Xauthority,
     the openbox config, LibreOffice's registrymodifications.xcu (no first-run dialogs, no "Keep current
-    format" question, no autocomplete) and the runtime dir. Must run before the services start."""
+    format" question, no autocomplete), GSettings as OSWorld's VM has them, and the runtime dir. Must run
+    before the services start."""
     home = Path(home)
     for sub in ("Desktop", "Documents", "Downloads", "Pictures", ".config", ".local/share", ".cache"):
         (home / sub).mkdir(parents=True, exist_ok=True)
@@ -230,6 +240,10 @@ def prepare_home(home: str | os.PathLike) -> None:
     lo_user.mkdir(parents=True, exist_ok=True)
     (lo_user / "registrymodifications.xcu").write_text(_LO_REGISTRY)
     (home / ".bashrc").write_text("PS1='user@ubuntu:\\w$ '\nexport HISTFILE=/dev/null\n")
+    settings = home / ".config/glib-2.0/settings/keyfile"
+    settings.parent.mkdir(parents=True, exist_ok=True)
+    settings.write_text(_OSWORLD_VM_SETTINGS)
+
 
 
 def desktop_services(home: str | os.PathLike, display: int, size: tuple[int, int] = DEFAULT_SIZE, *,

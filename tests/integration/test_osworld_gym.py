@@ -265,3 +265,26 @@ def test_osworlds_chrome_setup_with_its_devtools_port_and_socat_forward_resets()
         assert env.step("DONE")[1] == 1.0
     finally:
         env.close()
+
+
+def test_gsettings_start_as_osworlds_vm_has_them_and_reset_with_the_episode():
+    """OSWorld's "lock the screen automatically" task: off in its VM, so doing nothing scores 0; setting it
+    with gsettings scores 1; the next episode starts with it off again."""
+    task = {"id": "gsettings-lock", "instruction": "Lock my screen automatically when I leave.", "config": [],
+            "evaluator": {"func": "exact_match", "result": {"type": "vm_command_line", "shell": True,
+                                                             "command": "gsettings get org.gnome.desktop.screensaver lock-enabled"},
+                          "expected": {"type": "rule", "rules": {"expected": "true\n"}}}}
+    turn_on = ("import subprocess; subprocess.run(['gsettings', 'set', 'org.gnome.desktop.screensaver', "
+               "'lock-enabled', 'true'], check=True)")
+    env = gym.make(ENV_ID, task_config=task, action_space="pyautogui", cache=False)
+    try:
+        env.reset()
+        assert env.step("DONE")[1] == 0.0
+        env.reset()
+        _, _, _, _, info = env.step(turn_on)
+        assert info["last_action_error"] == ""
+        assert env.step("DONE")[1] == 1.0
+        env.reset()
+        assert env.step("DONE")[1] == 0.0
+    finally:
+        env.close()
