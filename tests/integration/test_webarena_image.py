@@ -103,3 +103,26 @@ def test_a_url_match_task_and_a_cached_episode_equals_the_executed_one(env):
     second, _, info = run()
     assert url == SITE + "orders.php" and first[-1] == 1.0
     assert second == first and info["cache"] == "hit", info
+
+
+def test_site_setup_runs_in_the_images_root_before_the_base_snapshot(dockerd, standin):
+    """`site_setup` (e.g. Magento's base-URL commands): run chrooted in the image once the site answers, with
+    {base_url} filled in; what it writes is in every episode. A failing command stops the env, saying which."""
+    e = gym.make("BunshinWebArena-v0", site_image=standin, docker_host=dockerd.url,
+                 task_config=str(TASK_DIR / "900.json"),
+                 site_setup=("echo \"site at {base_url}\" > /var/www/shop/setup.txt",))
+    try:
+        e.reset()
+        obs, *_ = e.step(f"goto [{SITE}setup.txt]")
+        assert "site at http://127.0.0.1" in obs["axtree"], obs["axtree"]
+        ws = e.unwrapped.live_workspace()
+        assert ws.exec(["test", "-e", "/var/www/shop/setup.txt"])["returncode"] != 0, "ran outside the image"
+    finally:
+        e.close()
+    bad = gym.make("BunshinWebArena-v0", site_image=standin, docker_host=dockerd.url,
+                   task_config=str(TASK_DIR / "900.json"), site_setup=("echo broken >&2; exit 3",))
+    try:
+        with pytest.raises(Exception, match=r"site set-up command .* exited with 3: broken"):
+            bad.reset()
+    finally:
+        bad.close()
