@@ -288,3 +288,25 @@ def test_gsettings_start_as_osworlds_vm_has_them_and_reset_with_the_episode():
         assert env.step("DONE")[1] == 0.0
     finally:
         env.close()
+
+
+def test_the_gimp_config_file_getter_reads_gimps_config_as_check_config_status_judges_it():
+    """OSWorld's GIMP tasks judge ~/.config/GIMP/2.10/<file> with check_config_status (GIMP itself is not in
+    this desktop: a config step writes the file GIMP would)."""
+    def task(value: str) -> dict:
+        return {"id": f"gimp-config-{value}", "instruction": "Nothing to do.", "config": [
+            {"type": "execute", "parameters": {"shell": True, "command":
+                "mkdir -p ~/.config/GIMP/2.10 && printf '# gimprc\\n(theme \"Dark\")\\n(show-tips no)\\n' "
+                "> ~/.config/GIMP/2.10/gimprc"}}],
+            "evaluator": {"func": "check_config_status",
+                          "result": {"type": "gimp_config_file", "file_name": "gimprc", "dest": "gimprc"},
+                          "expected": {"type": "rule", "rules": {"key": "show-tips", "value": value}}}}
+
+    env = gym.make(ENV_ID, task_config=task("no"), action_space="pyautogui")
+    try:
+        env.reset()
+        assert env.step("DONE")[1] == 1.0
+        env.reset(options={"task_config": task("yes")})
+        assert env.step("DONE")[1] == 0.0
+    finally:
+        env.close()

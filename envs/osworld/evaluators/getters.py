@@ -5,6 +5,7 @@ Each getter is `fn(session, config) -> value` under OSWorld's getter `type` name
                         None where the file does not exist (a copy, so later desktop changes don't leak in)
     cloud_file          {"path": url | [url], "dest", "multi"?, "gives"?} → a copy of the file the host
                         downloaded for the URL (tasks.downloaded_file; shipped task files by name)
+    gimp_config_file    {"file_name", "dest"} → a copy of ~/.config/GIMP/2.10/<file_name>, None if absent
     cache_file          {"path"} → the evaluation cache's file of that name (an execute step's "stdout"
                         or "stderr" wrote it), None if absent
     vm_command_line     {"command": str | [str], "shell"?} → stdout (str)
@@ -88,6 +89,13 @@ def get_vm_file(session, config: Mapping[str, Any]) -> Any:
         shutil.copyfile(src, local)
         return local
     return _multi(session, config, one)
+
+
+@getter("gimp_config_file")
+def get_gimp_config_file(session, config: Mapping[str, Any]) -> str | None:
+    """A copy of GIMP 2.10's config file config["file_name"] (~/.config/GIMP/2.10/), None if absent."""
+    return get_vm_file(session, {"path": f"{session.vm_home}/.config/GIMP/2.10/{config['file_name']}",
+                                 "dest": config.get("dest", config["file_name"])})
 
 
 @getter("cache_file")
