@@ -75,16 +75,12 @@ def _check_loads(raw: Any) -> str:
 
 def _pieces(raw: dict) -> tuple[list[str], list[str], list[str]]:
     """(config step types, metric names, getter types) of a task."""
-    ev = raw["evaluator"]
-    steps = [s.get("type") for s in list(raw.get("config") or []) + list(ev.get("postconfig") or [])
-             if isinstance(s, dict)]
-    funcs = ev["func"] if isinstance(ev["func"], list) else [ev["func"]]
-    getters = []
-    for key in ("result", "expected"):
-        for g in ev.get(key) if isinstance(ev.get(key), list) else [ev.get(key)]:
-            if isinstance(g, dict):
-                getters.append(g.get("type"))
-    return [str(s) for s in steps], [str(f) for f in funcs], [str(g) for g in getters]
+    from .tasks import raw_getters, raw_steps
+
+    funcs = raw["evaluator"]["func"]
+    funcs = funcs if isinstance(funcs, list) else [funcs]
+    return ([str(s.get("type")) for s in raw_steps(raw)], [str(f) for f in funcs],
+            [str(g.get("type")) for g in raw_getters(raw)])
 
 
 def coverage(examples: Path, run: bool = False, progress: Callable[[str], None] | None = None,
@@ -126,10 +122,11 @@ def coverage(examples: Path, run: bool = False, progress: Callable[[str], None] 
             continue
         tc.passed.append("evaluator")
         apps = [a for a in raw.get("related_apps") or [] if isinstance(a, str)]
-        bad_a = sorted({a for a in apps if APP_PACKAGES.get(a, a) is not None and APP_PACKAGES.get(a, a) not in packages})
+        needed = {a: APP_PACKAGES.get(a, a) for a in apps}
+        bad_a = sorted(a for a, pkg in needed.items() if pkg is not None and pkg not in packages)
         if bad_a:
             tc.missing["apps"] = bad_a
-            tc.reason = "applications not installed: " + ", ".join(f"{a} ({APP_PACKAGES.get(a, a)})" for a in bad_a)
+            tc.reason = "applications not installed: " + ", ".join(f"{a} ({needed[a]})" for a in bad_a)
             continue
         tc.passed.append("apps")
         absent = [u for u in task_urls(raw) if cached(u) is None]

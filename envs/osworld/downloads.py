@@ -7,7 +7,7 @@ httpx into BUNSHIN_OSWORLD_CACHE (default /var/cache/bunshin/osworld):
     files/<sha256>            the bytes (read-only once written)
     urls/<sha256 of the URL>.json   {"url", "sha256", "size", "content_type"}
 
-and returns {url: sha256}; the adapter puts that map into the task's config (so the files are part of the
+and returns {url: Download}; the adapter puts {url: sha256} into the task's config (so the files are part of the
 task's snapshot and cache identity: other bytes, another task) and copies each file into the task's workspace
 (`STAGING_DIR/<sha256>`) before its reset, where the config steps and getters read it. Retries with backoff on
 connection errors and HTTP 429/5xx; a size limit (BUNSHIN_OSWORLD_MAX_MB, 4096); a cached file is checked
@@ -25,7 +25,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
 from .errors import TaskConfigError
 
@@ -69,14 +69,6 @@ def _url_record(url: str) -> Path:
     return cache_dir() / "urls" / (hashlib.sha256(url.encode()).hexdigest() + ".json")
 
 
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 _verified: dict[tuple[str, int, int], str] = {}  # (path, size, mtime_ns) -> sha256, per process
 
 
@@ -90,7 +82,8 @@ def cached(url: str) -> Download | None:
         return None
     key = (str(path), st.st_size, st.st_mtime_ns)
     if key not in _verified:
-        _verified[key] = _sha256_file(path)
+        with open(path, "rb") as f:
+            _verified[key] = hashlib.file_digest(f, "sha256").hexdigest()
     if _verified[key] != rec["sha256"] or st.st_size != rec.get("size"):
         return None  # damaged: never served
     return Download(url, rec["sha256"], st.st_size, path)
@@ -193,22 +186,16 @@ def _bar(url: str, total: int):
                 disable=None)  # None: shown on a terminal only
 
 
-def _getter_urls(g: Any) -> Iterable[str]:
-    if isinstance(g, Mapping) and g.get("type") in URL_GETTERS:
-        paths = g.get("path")
-        yield from (paths if isinstance(paths, list) else [paths])
-
-
 def task_urls(task: Mapping[str, Any]) -> list[str]:
     """Every URL `task` (an OSWorld task dict) downloads: config and postconfig `download` files, and the
     `cloud_file` getters of its evaluator; shipped files (SHIPPED_URL) left out."""
-    ev = task.get("evaluator") or {}
-    steps = list(task.get("config") or []) + list(ev.get("postconfig") or [])
-    urls = [f.get("url") for s in steps if isinstance(s, Mapping) and s.get("type") == "download"
+    from .tasks import raw_getters, raw_steps
+
+    urls = [f.get("url") for s in raw_steps(task) if s.get("type") == "download"
             for f in (s.get("parameters") or {}).get("files") or [] if isinstance(f, Mapping)]
-    for key in ("result", "expected"):
-        for g in (ev.get(key) if isinstance(ev.get(key), list) else [ev.get(key)]):
-            urls += list(_getter_urls(g))
+    for g in raw_getters(task):
+        if g.get("type") in URL_GETTERS:
+            urls += g["path"] if isinstance(g.get("path"), list) else [g.get("path")]
     out = []
     for u in urls:
         if isinstance(u, str) and u and not u.startswith(SHIPPED_URL) and u not in out:

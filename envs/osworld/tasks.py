@@ -198,6 +198,18 @@ def _as_list(v: Any) -> list:
     return list(v) if isinstance(v, list) else [v]
 
 
+def raw_steps(task: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The config and evaluator postconfig steps of an unvalidated task dict (objects only)."""
+    ev = task.get("evaluator") or {}
+    return [s for s in list(task.get("config") or []) + list(ev.get("postconfig") or []) if isinstance(s, Mapping)]
+
+
+def raw_getters(task: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The result and expected getters of an unvalidated task dict (objects only)."""
+    ev = task.get("evaluator") or {}
+    return [g for key in ("result", "expected") for g in _as_list(ev.get(key)) if isinstance(g, Mapping)]
+
+
 def _check_evaluator(ev: Any, where: str) -> Evaluator:
     from .evaluators import getters as G, metrics as M
     where = where + ".evaluator"
