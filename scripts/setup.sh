@@ -36,7 +36,9 @@ APT_PACKAGES=(
   # desktop (OSWorld-style)
   openbox xdotool mousepad pcmanfm python3-pyatspi gir1.2-atspi-2.0 libatk-adaptor x11-apps
   python3-xlib imagemagick dbus-x11 at-spi2-core python3-tk x11-xserver-utils xterm sudo
-  libreoffice-calc libreoffice-writer libreoffice-gtk3
+  libreoffice-calc libreoffice-writer libreoffice-impress libreoffice-gtk3
+  # the other OSWorld domains' applications (started only by the tasks that launch them)
+  gimp vlc thunderbird
   # OSWorld's Chrome tasks launch socat to forward Chrome's DevTools port
   socat
 )

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from ..errors import EvaluatorError, OSWorldError
 from . import getters, metrics
+# modules by application family; importing them registers their metrics and getters
+from . import browser_pages, browser_profile, documents, files, images, mail, media, slides  # noqa: F401
 from .getters import GETTERS, get_value
 from .metrics import METRICS
 from ..tasks import _thaw  # one JSON thaw for tasks and evaluators
