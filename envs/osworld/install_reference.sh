@@ -29,10 +29,10 @@ else
   "$REF/bin/python" -m pip install -q --no-deps "desktop-env==$VERSION"
 fi
 # Libraries that the compared metric modules (general, table, docs, chrome, vscode, utils) import at top level,
-# beyond the base venv (which brings skimage, pptx, pypdf, mutagen). OCR, audio and PDF-rendering ones (easyocr,
-# librosa, borb, fitz) are not installed: tests/osworld/osworld_reference_runner.py gives them placeholders
+# beyond the base venv (which brings skimage, pptx, pypdf, mutagen). OCR and audio ones (easyocr,
+# librosa, borb) are not installed: tests/osworld/osworld_reference_runner.py gives them placeholders
 # that raise if called (the metrics that need them are not implemented here).
-for mod_pkg in "pdfplumber:pdfplumber" "yaml:pyyaml" "cssselect:cssselect" "bs4:beautifulsoup4" "tldextract:tldextract" "PyPDF2:PyPDF2" "formulas:formulas" "xmltodict:xmltodict" "cv2:opencv-python-headless" "imagehash:imagehash"; do
+for mod_pkg in "pdfplumber:pdfplumber" "yaml:pyyaml" "cssselect:cssselect" "bs4:beautifulsoup4" "tldextract:tldextract" "PyPDF2:PyPDF2" "formulas:formulas" "xmltodict:xmltodict" "cv2:opencv-python-headless" "imagehash:imagehash" "fitz:pymupdf"; do
   mod=${mod_pkg%%:*}; pkg=${mod_pkg#*:}
   "$REF/bin/python" -c "import $mod" 2>/dev/null || "$REF/bin/python" -m pip install -q "$pkg" || say "could not install $pkg (only metrics that need it are skipped)"
 done

@@ -10,8 +10,8 @@ unless the case gives "env_dir": then it is a stand-in whose controller reads fi
 desktop_env/evaluators/metrics/__init__.py imports every metric module (torch, easyocr, ...), so the
 packages desktop_env, desktop_env.evaluators and desktop_env.evaluators.metrics are registered here as bare
 namespace modules and each metric module is imported on its own. Libraries that some modules import at top
-level but this project does not install for them (easyocr, librosa, acoustid, fastdtw, borb, fitz: OCR, audio,
-PDF rendering) are replaced by placeholders that raise if actually used; an installed one is used as is.
+level but this project does not install for them (easyocr, librosa, acoustid, fastdtw, borb: OCR, audio,
+PDF) are replaced by placeholders that raise if actually used; an installed one is used as is.
 """
 
 import importlib
