@@ -78,6 +78,8 @@ _HERE = Path(__file__).resolve().parent
 _RUN_DIR_NAME = ".bunshin-run"
 """Per-desktop runtime dir (XDG_RUNTIME_DIR, logs, terminal logs) inside HOME; kept by `restore_home`."""
 _LO_PROFILE = ".config/libreoffice/4"
+#: Chromium's --user-data-dir, relative to HOME (OSWorld's Chrome keeps its profile in ~/.config/google-chrome)
+CHROMIUM_PROFILE = ".config/chromium"
 
 CHROMIUM_FLAGS = (
     "--no-sandbox",
@@ -222,11 +224,25 @@ lock-enabled=false
 """
 
 
+#: VLC as OSWorld's VM has it: its web interface on (OSWorld's vlc_playing_info getter reads it), the first-run
+#: privacy question answered; no sound card here, so the dummy audio output (else an "Errors" dialog opens)
+_VLCRC = """[qt]
+qt-privacy-ask=0
+[core]
+extraintf=http
+aout=adummy
+[lua]
+http-host=127.0.0.1
+http-port=8080
+http-password=password
+"""
+
+
 def prepare_home(home: str | os.PathLike) -> None:
     """Seed a desktop user's HOME (idempotent): ~/Desktop, ~/Documents, ~/Downloads, ~/.Xauthority,
     the openbox config, LibreOffice's registrymodifications.xcu (no first-run dialogs, no "Keep current
-    format" question, no autocomplete), GSettings as OSWorld's VM has them, and the runtime dir. Must run
-    before the services start."""
+    format" question, no autocomplete), GSettings as OSWorld's VM has them, VLC's vlcrc and the runtime dir.
+    Must run before the services start."""
     home = Path(home)
     for sub in ("Desktop", "Documents", "Downloads", "Pictures", ".config", ".local/share", ".cache"):
         (home / sub).mkdir(parents=True, exist_ok=True)
@@ -243,6 +259,9 @@ def prepare_home(home: str | os.PathLike) -> None:
     settings = home / ".config/glib-2.0/settings/keyfile"
     settings.parent.mkdir(parents=True, exist_ok=True)
     settings.write_text(_OSWORLD_VM_SETTINGS)
+    vlcrc = home / ".config/vlc/vlcrc"
+    vlcrc.parent.mkdir(parents=True, exist_ok=True)
+    vlcrc.write_text(_VLCRC)
 
 
 
@@ -290,8 +309,8 @@ def app_command(app: str, *args: str, home: str | os.PathLike, cdp_port: int = C
 
     Args:
         app: "xterm" | "terminal" | "mousepad" | "gedit" | "text_editor" | "pcmanfm" | "nautilus" | "calc" |
-            "writer" | "libreoffice" | "soffice" | "chromium" | "chrome" | "google-chrome"; other names
-            are returned unchanged (a plain program).
+            "writer" | "impress" | "libreoffice" | "soffice" | "chromium" | "chrome" | "google-chrome"; other
+            names (gimp, vlc, thunderbird, ...) are returned unchanged (a plain program).
         *args: files / URLs / extra flags appended.
         home: the user's HOME (profiles live under it).
         cdp_port: Chromium's --remote-debugging-port.
@@ -311,14 +330,19 @@ def app_command(app: str, *args: str, home: str | os.PathLike, cdp_port: int = C
         return ["mousepad", *a]
     if name in ("pcmanfm", "nautilus", "files"):
         return ["pcmanfm", *a]
-    if name in ("calc", "writer", "libreoffice", "soffice", "localc", "lowriter"):
-        kind = {"calc": ["--calc"], "localc": ["--calc"], "writer": ["--writer"], "lowriter": ["--writer"]}.get(name, [])
+    if name in ("calc", "writer", "impress", "libreoffice", "soffice", "localc", "lowriter", "loimpress"):
+        kind = {"calc": ["--calc"], "localc": ["--calc"], "writer": ["--writer"], "lowriter": ["--writer"],
+                "impress": ["--impress"], "loimpress": ["--impress"]}.get(name, [])
         profile = (home / _LO_PROFILE).as_uri()
         return ["soffice", *kind, *LIBREOFFICE_FLAGS, f"-env:UserInstallation={profile}", *a]
     if name in CHROME_NAMES:  # a task's own --remote-debugging-port is honoured through cdp_port (launch)
         a = [x for x in a if not x.startswith("--remote-debugging-port")]
         return ["chromium", *CHROMIUM_FLAGS, f"--remote-debugging-port={cdp_port}",
-                f"--user-data-dir={home}/.config/chromium", *a]
+                f"--user-data-dir={home}/{CHROMIUM_PROFILE}", *a]
+    if name in ("vlc", "cvlc") and os.geteuid() == 0:
+        # Debian's VLC refuses to run as root; in a user namespace that maps us to uid 1000 it runs (its files
+        # still belong to us outside). Workspaces run the desktop as `user` where they can (env.py)
+        return ["unshare", "--user", "--map-user=1000", "--map-group=1000", app, *a]
     return [app, *a]
 
 

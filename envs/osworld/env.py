@@ -77,6 +77,7 @@ from forkcore.capabilities import non_root_services_snapshot
 from forkcore.layers import user_layer
 from forkcore.paths import VENV
 
+from . import compat
 from .actions import ACTION_SPACES, SPECIAL_ACTIONS, ActionError as _ParseError, parse_action
 from .desktop import DEFAULT_SIZE, desktop_env, desktop_services
 from .downloads import STAGING_DIR, fetch, resolve_task
@@ -146,20 +147,25 @@ class OSWorldAdapter(EnvAdapter):
         return "osworld.warmup", {"screen_size": list(self.screen_size)}
 
     def restore_checks(self) -> CompatSuite:
-        """Headful Chromium, Calc, Writer, Mousepad, xterm and AT-SPI, all started before the snapshot, each
-        made to create a new process, window or document in the clone (envs/osworld/compat.py)."""
+        """Headful Chromium, Calc, Writer, Impress, GIMP, VLC, Thunderbird, Mousepad, xterm and AT-SPI, all started
+        before the snapshot, each made to create a new process, window or document, or to play, or to take input
+        in the clone (envs/osworld/compat.py)."""
         def check(app: str, packages: tuple[str, ...], name: str, **params) -> AppCheck:
             return AppCheck(app, packages, f"osworld.check_{name}", params, timeout_s=180)
 
         return CompatSuite(
             env="osworld", spec=self.workspace_spec(),
-            prepare=(self.warmup_call(), ("osworld.check_prepare", {})),
+            prepare=(self.warmup_call(), ("osworld.check_prepare", {"apps": list(compat.ALL_APPS)})),
             checks=(check("Chromium (headful, CDP)", ("chromium", "playwright"), "chromium"),
                     check("xterm", ("xterm",), "xterm"),
                     check("Mousepad", ("mousepad",), "mousepad"),
                     check("LibreOffice Calc", ("libreoffice-calc", "libreoffice-core"), "libreoffice", kind="calc"),
                     check("LibreOffice Writer", ("libreoffice-writer", "libreoffice-core"), "libreoffice",
                           kind="writer"),
+                    check("LibreOffice Impress", ("libreoffice-impress", "libreoffice-core"), "impress"),
+                    check("GIMP", ("gimp",), "gimp"),
+                    check("VLC", ("vlc",), "vlc"),
+                    check("Thunderbird", ("thunderbird",), "thunderbird"),
                     check("D-Bus + AT-SPI", ("at-spi2-core", "dbus", "pcmanfm"), "atspi")))
 
     # ---- tasks -----------------------------------------------------------------------------------------

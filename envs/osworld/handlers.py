@@ -153,6 +153,7 @@ def register(executor) -> None:
     executor.register("osworld.step", rt.step)
     executor.register("osworld.observe", rt.observe)
     executor.register("osworld.evaluate", rt.evaluate)
-    for name in ("prepare", "chromium", "libreoffice", "mousepad", "xterm", "atspi"):
+    for name in ("prepare", "chromium", "libreoffice", "impress", "gimp", "vlc", "thunderbird", "mousepad", "xterm",
+                 "atspi"):
         fn = getattr(compat, name if name == "prepare" else f"check_{name}")
         executor.register(f"osworld.check_{name}", lambda _fn=fn, **kw: _fn(rt._session(), **kw))

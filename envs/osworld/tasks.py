@@ -22,6 +22,10 @@ Config step types (parameters as in OSWorld):
                         in envs/osworld/task_files/<last path segment>. Copied to `path`.
     upload_file         {"files": [{"local_path", "path"}]}   local_path relative to task_files/
     chrome_open_tabs    {"urls_to_open": [...]}        through Chromium's DevTools HTTP endpoint
+    chrome_close_tabs   {"urls_to_close": [...]}       close the tab showing each URL (compared as URLs), if any
+    update_browse_history {"history": [{"url", "title", "visit_time_from_now_in_seconds"}]}  Chromium's
+                        History becomes these visits only (an empty History made by the installed Chromium;
+                        OSWorld downloads one); run it before Chromium starts
     http_server         {"directory", "port"}          (ours) a loopback `python -m http.server`; directory
                         relative to task_files/ unless absolute
 Paths and commands naming /home/user are mapped to the session's HOME (see desktop.DesktopSession.vm_path).
@@ -66,7 +70,7 @@ ORACLES_DIR = _HERE / "oracles"
 TASK_FILES_DIR = _HERE / "task_files"
 
 CONFIG_TYPES = ("execute", "command", "launch", "open", "sleep", "activate_window", "close_window", "download",
-                "upload_file", "chrome_open_tabs", "http_server")
+                "upload_file", "chrome_open_tabs", "chrome_close_tabs", "update_browse_history", "http_server")
 
 
 def _freeze(x: Any) -> Any:
@@ -178,6 +182,7 @@ def _check_step(step: Any, where: str) -> ConfigStep:
     need = {"execute": ["command"], "command": ["command"], "launch": ["command"], "open": ["path"],
             "sleep": ["seconds"], "activate_window": ["window_name"], "close_window": ["window_name"],
             "download": ["files"], "upload_file": ["files"], "chrome_open_tabs": ["urls_to_open"],
+            "chrome_close_tabs": ["urls_to_close"], "update_browse_history": ["history"],
             "http_server": ["directory", "port"]}[t]
     missing = [k for k in need if k not in params]
     if missing:
@@ -191,6 +196,15 @@ def _check_step(step: Any, where: str) -> ConfigStep:
         key = "url" if t == "download" else "local_path"
         if not isinstance(files, list) or not all(isinstance(f, Mapping) and key in f and "path" in f for f in files):
             raise _fail(where, f"{t!r}: 'files' must be a list of {{{key!r}, 'path'}} objects")
+    if t == "chrome_close_tabs" and not (isinstance(params["urls_to_close"], list)
+                                         and all(isinstance(u, str) for u in params["urls_to_close"])):
+        raise _fail(where, "'chrome_close_tabs': 'urls_to_close' must be a list of URL strings")
+    if t == "update_browse_history":
+        keys = ("url", "title", "visit_time_from_now_in_seconds")
+        items = params["history"]
+        if not isinstance(items, list) or not all(isinstance(h, Mapping) and all(k in h for k in keys) for h in items):
+            raise _fail(where, "'update_browse_history': 'history' must be a list of "
+                               "{'url', 'title', 'visit_time_from_now_in_seconds'} objects")
     return ConfigStep(t, _freeze(dict(params)))
 
 
@@ -332,7 +346,9 @@ def load_oracle(task_id: str, directory: str | os.PathLike = ORACLES_DIR) -> lis
 _OPENERS = {
     ".xlsx": "calc", ".xls": "calc", ".ods": "calc", ".csv": "calc",
     ".docx": "writer", ".doc": "writer", ".odt": "writer", ".rtf": "writer",
+    ".pptx": "impress", ".ppt": "impress", ".odp": "impress",
     ".html": "chromium", ".htm": "chromium", ".pdf": "chromium",
+    ".mp4": "vlc", ".mkv": "vlc", ".webm": "vlc", ".avi": "vlc", ".mp3": "vlc", ".wav": "vlc", ".ogg": "vlc",
 }
 
 
@@ -441,6 +457,13 @@ def _run_step(session, t: str, p: dict) -> None:
         for url in p["urls_to_open"]:
             _cdp_new_tab(session.cdp_port, url)
         return
+    if t == "chrome_close_tabs":
+        for url in p["urls_to_close"]:
+            _cdp_close_tab(session.cdp_port, url)
+        return
+    if t == "update_browse_history":
+        _replace_history(session, p["history"])
+        return
     if t == "http_server":
         d = Path(p["directory"])
         d = d if d.is_absolute() else TASK_FILES_DIR / d
@@ -487,3 +510,82 @@ def _cdp_new_tab(port: int, url: str, timeout: float = 20) -> None:
                 raise TaskConfigError(f"Chromium's DevTools on port {port} did not open {url}: {e}; "
                                       "launch chromium in an earlier config step") from e
             time.sleep(0.2)
+
+
+def _cdp_pages(port: int, timeout: float) -> list[dict]:
+    """Chromium's page targets from its DevTools HTTP endpoint (waits for Chromium to listen)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=5) as r:
+                return [t for t in json.load(r) if t.get("type") == "page"]
+        except Exception as e:
+            if time.monotonic() > deadline:
+                raise TaskConfigError(f"Chromium's DevTools on port {port} did not answer: {e}; "
+                                      "launch chromium in an earlier config step") from e
+            time.sleep(0.2)
+
+
+def _cdp_close_tab(port: int, url: str, timeout: float = 20, settle: float = 5) -> None:
+    """Close a tab showing `url` (compare_urls, as OSWorld's setup); nothing if none does once every tab
+    shows its URL (a tab just opened has none for a moment; OSWorld waits 5 s before looking)."""
+    from .evaluators.metrics import compare_urls
+
+    deadline = time.monotonic() + settle
+    while True:
+        pages = _cdp_pages(port, timeout)
+        matches = [t for t in pages if compare_urls(t.get("url", ""), url)]
+        if matches:  # /json/list puts the most recently active first; OSWorld closes the earliest opened
+            _cdp_close(port, matches[-1]["id"], timeout)
+            return
+        if all(t.get("url") for t in pages) or time.monotonic() > deadline:
+            return
+        time.sleep(0.2)
+
+
+def _cdp_close(port: int, target: str, timeout: float) -> None:
+    """Close a tab and wait until Chromium no longer lists it (closing is asynchronous)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/close/{target}", timeout=5):
+        pass
+    deadline = time.monotonic() + timeout
+    while any(t.get("id") == target for t in _cdp_pages(port, timeout)):
+        if time.monotonic() > deadline:
+            raise TaskConfigError(f"Chromium did not close tab {target} within {timeout} s")
+        time.sleep(0.1)
+
+
+_CHROME_EPOCH_OFFSET_S = 11644473600  # 1601-01-01 (Chromium's time origin) to the Unix epoch
+_LINK_TRANSITION = 0x30000000  # PAGE_TRANSITION_LINK | CHAIN_START | CHAIN_END, as OSWorld records each visit
+
+
+def _replace_history(session, items: list[Mapping[str, Any]]) -> None:
+    """Chromium's History := an empty history database holding one visit per item, its
+    visit_time_from_now_in_seconds ago. The empty database is the one the installed Chromium creates for a
+    new profile (made in a scratch profile), so Chromium opens it as its own."""
+    import contextlib
+    import sqlite3
+    import tempfile
+
+    from .desktop import CHROMIUM_FLAGS, CHROMIUM_PROFILE
+
+    now = time.time()
+    with tempfile.TemporaryDirectory(prefix="bunshin-history-") as scratch:
+        r = session.run(["chromium", "--headless", *CHROMIUM_FLAGS, f"--user-data-dir={scratch}",
+                         "--dump-dom", "about:blank"], timeout=60)
+        db = os.path.join(scratch, "Default", "History")
+        if not os.path.isfile(db):
+            raise TaskConfigError(f"chromium --headless made no History to fill (exit {r.returncode}): "
+                                  f"{(r.stderr or '')[-300:]}")
+        with contextlib.closing(sqlite3.connect(db)) as con, con:
+            for item in items:
+                when = int((now - float(item["visit_time_from_now_in_seconds"]) + _CHROME_EPOCH_OFFSET_S) * 1e6)
+                row = con.execute("INSERT INTO urls (url, title, visit_count, typed_count, last_visit_time, hidden) "
+                                  "VALUES (?, ?, 1, 0, ?, 0)", (item["url"], item["title"], when))
+                con.execute("INSERT INTO visits (url, visit_time, from_visit, transition, segment_id, visit_duration) "
+                            "VALUES (?, ?, 0, ?, 0, 0)", (row.lastrowid, when, _LINK_TRANSITION))
+        dst = session.vm_path(f"{session.vm_home}/{CHROMIUM_PROFILE}/Default/History")
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        for stale in (dst + "-journal", dst + "-wal"):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(stale)
+        shutil.copyfile(db, dst)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import openpyxl
 from docx import Document
+from pptx import Presentation
 
 HERE = Path(__file__).resolve().parent
 
@@ -74,6 +75,10 @@ def main() -> None:
     docx("letter_title_expected.docx", ["Invitation"] + LETTER)
     docx("blank.docx", [])
     docx("notes_expected.docx", ["Bunshin notes", "Snapshots are cheap."])
+    # --- impress ---
+    deck = Presentation()
+    deck.slides.add_slide(deck.slide_layouts[0])  # one title slide, its placeholders empty
+    deck.save(HERE / "blank.pptx")
 
 
 if __name__ == "__main__":
