@@ -27,10 +27,13 @@ __all__ = ["STAGES", "TaskCoverage", "coverage", "plot", "summary_table"]
 
 STAGES = ("loads", "config", "evaluator", "apps", "files", "runs")
 #: OSWorld's related_apps name -> the Debian package that provides it here (None: nothing to install)
-APP_PACKAGES = {"chrome": "chromium", "libreoffice_calc": "libreoffice-calc", "libreoffice calc": "libreoffice-calc",
-                "libreoffice_writer": "libreoffice-writer", "libreoffice_impress": "libreoffice-impress",
-                "libreoffice": "libreoffice-core", "gimp": "gimp", "vlc": "vlc", "thunderbird": "thunderbird",
-                "vs_code": "code", "vscode": "code", "os": None, "terminal": "xterm",
+#: (keys lower-case: the tasks spell them "Chrome", "Writer", "OS" too)
+APP_PACKAGES = {"chrome": "chromium", "browser": "chromium", "libreoffice_calc": "libreoffice-calc",
+                "libreoffice calc": "libreoffice-calc", "calc": "libreoffice-calc",
+                "libreoffice_writer": "libreoffice-writer", "writer": "libreoffice-writer",
+                "libreoffice_impress": "libreoffice-impress", "libreoffice": "libreoffice-core", "gimp": "gimp",
+                "vlc": "vlc", "thunderbird": "thunderbird", "vs_code": "code", "vscode": "code", "os": None,
+                "terminal": "xterm", "picard": "picard", "ubuntu_media_player": "totem",
                 "image": None, "pdf": None}  # file kinds some tasks list, not applications
 
 
@@ -122,7 +125,7 @@ def coverage(examples: Path, run: bool = False, progress: Callable[[str], None] 
             continue
         tc.passed.append("evaluator")
         apps = [a for a in raw.get("related_apps") or [] if isinstance(a, str)]
-        needed = {a: APP_PACKAGES.get(a, a) for a in apps}
+        needed = {a: APP_PACKAGES.get(a.lower(), a) for a in apps}
         bad_a = sorted(a for a, pkg in needed.items() if pkg is not None and pkg not in packages)
         if bad_a:
             tc.missing["apps"] = bad_a
