@@ -39,6 +39,8 @@ APT_PACKAGES=(
   libreoffice-calc libreoffice-writer libreoffice-impress libreoffice-gtk3
   # the other OSWorld domains' applications (started only by the tasks that launch them)
   gimp vlc thunderbird
+  # Totem ("Videos"), the default video player of OSWorld's Ubuntu desktop (tasks make VLC the default instead)
+  totem
   # OSWorld's Chrome tasks launch socat to forward Chrome's DevTools port
   socat
 )

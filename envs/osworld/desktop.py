@@ -238,10 +238,17 @@ http-password=password
 """
 
 
+#: Video files open in Totem, as on OSWorld's Ubuntu desktop (its default-video-player task has the agent change it)
+_MIMEAPPS = "[Default Applications]\n" + "".join(
+    f"video/{t}=org.gnome.Totem.desktop\n" for t in ("mp4", "mpeg", "webm", "ogg", "quicktime", "x-matroska",
+                                                      "x-msvideo", "x-flv", "x-ms-wmv", "3gpp", "x-m4v", "x-ogm+ogg"))
+
+
 def prepare_home(home: str | os.PathLike) -> None:
     """Seed a desktop user's HOME (idempotent): ~/Desktop, ~/Documents, ~/Downloads, ~/.Xauthority,
     the openbox config, LibreOffice's registrymodifications.xcu (no first-run dialogs, no "Keep current
-    format" question, no autocomplete), GSettings as OSWorld's VM has them, VLC's vlcrc and the runtime dir.
+    format" question, no autocomplete), GSettings as OSWorld's VM has them, VLC's vlcrc, Totem as the video
+    player (mimeapps.list) and the runtime dir.
     Must run before the services start."""
     home = Path(home)
     for sub in ("Desktop", "Documents", "Downloads", "Pictures", ".config", ".local/share", ".cache"):
@@ -262,6 +269,7 @@ def prepare_home(home: str | os.PathLike) -> None:
     vlcrc = home / ".config/vlc/vlcrc"
     vlcrc.parent.mkdir(parents=True, exist_ok=True)
     vlcrc.write_text(_VLCRC)
+    (home / ".config/mimeapps.list").write_text(_MIMEAPPS)
 
 
 

@@ -291,8 +291,8 @@ def test_gsettings_start_as_osworlds_vm_has_them_and_reset_with_the_episode():
 
 
 def test_the_gimp_config_file_getter_reads_gimps_config_as_check_config_status_judges_it():
-    """OSWorld's GIMP tasks judge ~/.config/GIMP/2.10/<file> with check_config_status (GIMP itself is not in
-    this desktop: a config step writes the file GIMP would)."""
+    """OSWorld's GIMP tasks judge ~/.config/GIMP/2.10/<file> with check_config_status (a config step writes the
+    file GIMP writes when its preferences change)."""
     def task(value: str) -> dict:
         return {"id": f"gimp-config-{value}", "instruction": "Nothing to do.", "config": [
             {"type": "execute", "parameters": {"shell": True, "command":
@@ -309,4 +309,51 @@ def test_the_gimp_config_file_getter_reads_gimps_config_as_check_config_status_j
         env.reset(options={"task_config": task("yes")})
         assert env.step("DONE")[1] == 0.0
     finally:
+        env.close()
+
+
+def test_video_files_open_in_totem_until_the_agent_makes_vlc_the_default():
+    """OSWorld's "make VLC my default video player" task: Totem is the default in its Ubuntu VM (and here), so
+    doing nothing scores 0; xdg-mime making vlc.desktop the default scores 1."""
+    task = {"id": "default-player", "instruction": "Make VLC the default video player.", "config": [],
+            "evaluator": {"func": "check_include_exclude", "result": {"type": "default_video_player"},
+                          "expected": {"type": "rule", "rules": {"include": ["vlc.desktop"]}}}}
+    # every video type Totem handles becomes VLC's (what Settings' "Default Applications" does)
+    make_default = ("import re, subprocess; t = open('/usr/share/applications/org.gnome.Totem.desktop').read(); "
+                    "types = [m for m in re.search(r'^MimeType=(.*)$', t, re.M).group(1).split(';') "
+                    "if m.startswith('video/')]; "
+                    "subprocess.run(['xdg-mime', 'default', 'vlc.desktop', *types], check=True)")
+    env = gym.make(ENV_ID, task_config=task, action_space="pyautogui", cache=False)
+    try:
+        env.reset()
+        assert env.step("DONE")[1] == 0.0
+        env.reset()
+        assert env.step(make_default)[4]["last_action_error"] == ""
+        assert env.step("DONE")[1] == 1.0
+    finally:
+        env.close()
+
+
+def test_vlc_launched_as_osworlds_tasks_do_plays_and_keeps_playing_in_a_fork():
+    """A VLC task's set-up (launch `vlc FILE`); the vlc_playing_info getter reads VLC's web interface (on in the
+    seeded vlcrc, as in OSWorld's VM) and is_vlc_playing judges it, in the source and in a fork."""
+    make_wav = ("import wave; w = wave.open('/home/user/Music/tone.wav', 'wb'); w.setnchannels(1); "
+                "w.setsampwidth(2); w.setframerate(8000); w.writeframes(bytes(16000 * 60)); w.close()")
+    task = {"id": "vlc-playing", "instruction": "Play tone.wav.", "config": [
+        {"type": "execute", "parameters": {"command": ["mkdir", "-p", "/home/user/Music"]}},
+        {"type": "execute", "parameters": {"command": ["python3", "-c", make_wav]}},
+        {"type": "launch", "parameters": {"command": "vlc --loop /home/user/Music/tone.wav"}},
+        {"type": "sleep", "parameters": {"seconds": 2}}],
+        "evaluator": {"func": "is_vlc_playing", "result": {"type": "vlc_playing_info", "dest": "status.xml"},
+                      "expected": {"type": "rule", "rules": {"type": "file_name", "file_name": "tone.wav"}}}}
+    env = gym.make(ENV_ID, task_config=task, action_space="pyautogui", cache=False)
+    clone = None
+    try:
+        env.reset()
+        clone = env.unwrapped.fork(1)[0]
+        assert clone.step("DONE")[1] == 1.0
+        assert env.step("DONE")[1] == 1.0
+    finally:
+        if clone is not None:
+            clone.close()
         env.close()
