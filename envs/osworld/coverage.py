@@ -161,10 +161,18 @@ def run_episode(raw: dict) -> str:
         want = 1.0 if infeasible else 0.0
         return "" if reward == want else f"a do-nothing episode scored {reward}, not {want}"
     except Exception as e:  # noqa: BLE001 - the reason is the report
-        return f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
+        return f"{type(e).__name__}: {_gist(str(e))}"
     finally:
         if env is not None:
             env.close()
+
+
+def _gist(message: str) -> str:
+    """An error's first line, and the first line naming an error below it (a CRIU failure's cause comes after
+    its headline)."""
+    lines = [ln.strip() for ln in message.splitlines() if ln.strip()]
+    cause = next((ln for ln in lines[1:] if "error" in ln.lower()), "")
+    return "; ".join(ln[:300] for ln in lines[:1] + ([cause] if cause else []))
 
 
 def by_domain(results: list[TaskCoverage], run: bool) -> dict[str, dict[str, int]]:

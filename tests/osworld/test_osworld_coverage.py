@@ -62,3 +62,18 @@ def test_the_command_writes_the_table_json_and_png(tmp_path, monkeypatch):
     assert rep["domains"]["all"]["tasks"] == 8 and rep["missing"]["metrics"] == {"no_such_metric": 1}
     assert (tmp_path / "out/coverage.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "os                       5" in r.output and "missing config_types: login (1)" in r.output
+
+
+def test_a_run_that_raises_reports_the_headline_and_the_cause_below_it(monkeypatch):
+    import gymnasium
+
+    from envs.osworld.coverage import run_episode
+
+    def broken_make(*a, **kw):
+        raise RuntimeError("criu dump of workspace osworld-1 failed (exit 1):\n(00.2) Error (criu/cr-dump.c:9): "
+                           "task 42 exited while seized\n...\n(00.3) tail")
+
+    monkeypatch.setattr(gymnasium, "make", broken_make)
+    reason = run_episode({"evaluator": {"func": "exact_match"}})
+    assert reason.startswith("RuntimeError: criu dump of workspace osworld-1 failed")
+    assert "task 42 exited while seized" in reason and "tail" not in reason
