@@ -31,3 +31,18 @@ def clean_desktop(desktop):
     """The shared desktop with no apps and HOME as after start."""
     desktop.reset()
     yield desktop
+
+
+@pytest.fixture(scope="session")
+def osworld_examples():
+    """OSWorld's task JSONs by domain (`<dir>/chrome/<id>.json`, ...): BUNSHIN_OSWORLD_EXAMPLES names OSWorld's
+    evaluation_examples folder (or its examples/ folder); they are not part of this repository."""
+    import os
+    from pathlib import Path
+
+    root = Path(os.environ.get("BUNSHIN_OSWORLD_EXAMPLES", "/nonexistent"))
+    for d in (root / "examples", root):
+        if (d / "chrome").is_dir():
+            return d
+    pytest.skip("set BUNSHIN_OSWORLD_EXAMPLES to OSWorld's evaluation_examples folder (its task files are not "
+                "committed here)")

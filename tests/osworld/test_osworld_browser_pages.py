@@ -167,25 +167,22 @@ class _Omnibox:
                 '</desktop-frame>')
 
 
-OSWORLD_CHROME = Path("/tmp/osworld-examples/evaluation_examples/examples/chrome")
-
-
-@pytest.mark.skipif(not OSWORLD_CHROME.is_dir(), reason=f"needs OSWorld's task JSONs in {OSWORLD_CHROME}")
-def test_osworld_tasks_judge_the_omnibox_url():
+def test_osworld_tasks_judge_the_omnibox_url(osworld_examples):
     """OSWorld's own task files through evaluate(): the address bar's URL against relative-date rules."""
     from envs.osworld.evaluators import evaluate
     from envs.osworld.tasks import load_task
+    chrome = osworld_examples / "chrome"
     monday = browser_pages._RELATIVE_DAYS["next Monday"](dt.datetime.now().astimezone().date())
-    trains = load_task(OSWORLD_CHROME / "82bc8d6a-36eb-4d2d-8801-ef714fb1e55a.json")
+    trains = load_task(chrome / "82bc8d6a-36eb-4d2d-8801-ef714fb1e55a.json")
     url = "qatarairways.com/app/booking/flight-selection?fromStation=BOM&toStation=STO&departing={}"
     assert evaluate(trains, _Omnibox(url.format(f"{monday:%Y-%m-%d}"))) == 1.0
     assert evaluate(trains, _Omnibox(url.format(f"{monday + dt.timedelta(days=1):%Y-%m-%d}"))) == 0.0
     assert evaluate(trains, _Omnibox(url.format(f"{monday:%Y-%m-%d}").replace("STO", "ARN"))) == 0.0
-    shirts = load_task(OSWORLD_CHROME / "2888b4e6-5b47-4b57-8bf5-c73827890774.json")
+    shirts = load_task(chrome / "2888b4e6-5b47-4b57-8bf5-c73827890774.json")
     part = "Stripe,Men,L,Short%20Sleeve,Sales%20%26%20Discounts"
     assert evaluate(shirts, _Omnibox(f"macys.com/shop/mens-clothing/mens-shirts/{part}?id=20626")) == 1.0
     assert evaluate(shirts, _Omnibox(f"macys.com/shop/mens-clothing/mens-shirts/Stripe,Men?id=20626")) == 0.0
-    drugs = load_task(OSWORLD_CHROME / "0d8b7de3-e8de-4d86-b9fd-dd2dce58a217.json")
+    drugs = load_task(chrome / "0d8b7de3-e8de-4d86-b9fd-dd2dce58a217.json")
     assert evaluate(drugs, _Omnibox("drugs.com/npp/")) == 1.0
     assert evaluate(drugs, _Omnibox("drugs.com/pro/")) == 0.0
 

@@ -591,11 +591,7 @@ def test_vscode_config_runs_the_command_then_copies_the_file(tmp_path):
     assert METRICS["compare_config"](copy, {"expected": "project"}) == 1.0
 
 
-OSWORLD_EXAMPLES = Path("/tmp/osworld-examples/evaluation_examples/examples")
-
-
-@pytest.mark.skipif(not OSWORLD_EXAMPLES.is_dir(), reason=f"needs OSWorld's task JSONs in {OSWORLD_EXAMPLES}")
-def test_osworld_tasks_through_evaluate(tmp_path):
+def test_osworld_tasks_through_evaluate(tmp_path, osworld_examples):
     """OSWorld's own task files through evaluate(): VS Code's keybindings.json (vm_file) and moved JPEGs
     (list_directory), on a stand-in VM whose files live in a folder."""
     from envs.osworld.evaluators import evaluate
@@ -604,14 +600,14 @@ def test_osworld_tasks_through_evaluate(tmp_path):
     code_user = vm / "home/user/.config/Code/User"
     code_user.mkdir(parents=True)
     session = _session(vm, tmp_path / "run")
-    keys = load_task(OSWORLD_EXAMPLES / "vs_code/930fdb3b-11a8-46fe-9bac-577332e2640e.json")
+    keys = load_task(osworld_examples / "vs_code/930fdb3b-11a8-46fe-9bac-577332e2640e.json")
     assert evaluate(keys, session) == 0.0  # no keybindings.json yet
     (code_user / "keybindings.json").write_text(KEYBINDINGS)
     assert evaluate(keys, session) == 1.0
     (code_user / "keybindings.json").write_text(KEYBINDINGS.replace("ctrl+j", "ctrl+k"))
     assert evaluate(keys, session) == 0.0
 
-    jpgs = load_task(OSWORLD_EXAMPLES / "os/23393935-50c7-4a86-aeea-2b78fd089c5c.json")
+    jpgs = load_task(osworld_examples / "os/23393935-50c7-4a86-aeea-2b78fd089c5c.json")
     moved = vm / "home/user/Desktop/cpjpg"
     moved.mkdir(parents=True)
     names = ["emnlp2023.jpg", "hk_group_photo.jpg", "hong-kong-china.jpg",
