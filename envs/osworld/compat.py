@@ -4,12 +4,17 @@ Owns the in-workspace methods the handlers register (the suite naming them is
 `OSWorldAdapter.restore_checks()`); each takes the attached `DesktopSession` and returns
 ``{"ok": bool, "detail": str}``:
 
-- ``osworld.check_prepare()`` (in the source, before the snapshot): starts headful Chromium with its DevTools
-  port, Calc, Writer, Mousepad and an xterm, and waits for their windows.
+- ``osworld.check_prepare(apps)`` (in the source, before the snapshot): starts `apps` (default CORE_APPS: headful
+  Chromium with its DevTools port, Calc, Writer, Mousepad and an xterm; the suite asks for ALL_APPS, which adds
+  Impress, GIMP, VLC playing a tone, and Thunderbird) and waits for their windows.
 - ``osworld.check_chromium()``: a new tab over CDP whose page runs script.
 - ``osworld.check_libreoffice(kind)``: the running LibreOffice opens a new document (a blank file handed to
   ``soffice``, which passes it to the restored instance), text is typed and saved, and the saved file is read
   back with openpyxl / python-docx.
+- ``osworld.check_impress()``: as check_libreoffice, for a presentation (read back with python-pptx).
+- ``osworld.check_gimp()``: an image handed to the restored GIMP opens in a new image window.
+- ``osworld.check_vlc()``: the restored VLC answers on its web interface, pauses, and plays on.
+- ``osworld.check_thunderbird()``: text typed into the restored Thunderbird changes the screen.
 - ``osworld.check_mousepad()``: a new Mousepad window (asked of the restored primary instance over D-Bus).
 - ``osworld.check_xterm()``: the restored terminal's shell runs a subprocess whose output lands in a file.
 - ``osworld.check_atspi()``: an app started in the clone (PCManFM) appears in the AT-SPI tree (D-Bus and the

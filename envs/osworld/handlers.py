@@ -23,7 +23,8 @@ Handlers (keyword arguments in, JSON-serialisable dicts out):
 - ``osworld.observe()`` -> observation of the current state (no action).
 - ``osworld.evaluate(last_action: str | None = None)`` -> ``{"reward": float}`` (OSWorld's semantics:
   infeasible tasks need FAIL, FAIL on a feasible task scores 0).
-- ``osworld.check_prepare()``, ``osworld.check_chromium()``, ``osworld.check_libreoffice(kind)``,
+- ``osworld.check_prepare(apps)``, ``osworld.check_chromium()``, ``osworld.check_libreoffice(kind)``,
+  ``osworld.check_impress()``, ``osworld.check_gimp()``, ``osworld.check_vlc()``, ``osworld.check_thunderbird()``,
   ``osworld.check_mousepad()``, ``osworld.check_xterm()``, ``osworld.check_atspi()`` -> ``{"ok": bool,
   "detail": str}``: the restore checks of compat.py (`bunshin doctor --deep`).
 """
