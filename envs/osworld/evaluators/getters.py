@@ -24,13 +24,11 @@ Owns: reading state out of a desktop. Does not own: judging (metrics.py), setup 
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import urllib.request
 from typing import Any, Callable, Mapping
 
-from ..errors import EvaluatorError
+from ..errors import EvaluatorError, TaskConfigError
 
 __all__ = ["GETTERS", "getter", "get_value"]
 
@@ -150,13 +148,14 @@ def get_accessibility_tree(session, config: Mapping[str, Any]) -> str:
 
 
 def _tabs(session) -> list[dict] | None:
+    from ..tasks import _cdp_pages
+
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{session.cdp_port}/json/list", timeout=5) as r:
-            targets = json.load(r)
-    except Exception:
+        pages = _cdp_pages(session.cdp_port, timeout=0)  # one try: no Chromium is None, not a wait
+    except TaskConfigError:
         return None
     # Chromium lists page targets most recently activated first.
-    return [{"title": t.get("title", ""), "url": t.get("url", "")} for t in targets if t.get("type") == "page"]
+    return [{"title": t.get("title", ""), "url": t.get("url", "")} for t in pages]
 
 
 @getter("active_tab_info")
