@@ -46,8 +46,11 @@ _SKIP = object()
 class Dumper:
     def __init__(self, pyatspi, max_nodes: int, only_showing: bool = True):
         from lxml import etree
-        self.pyatspi = pyatspi
+        from gi.repository import Atspi
+        self.pyatspi, self.Atspi = pyatspi, Atspi
         self.etree = etree
+        acc = Atspi.Accessible
+        self.ifaces = (acc.get_component_iface, acc.get_text_iface, acc.get_value_iface)
         self.max_nodes = max_nodes
         self.only_showing = only_showing
         self.count = 0
@@ -57,46 +60,52 @@ class Dumper:
         tag = "".join(c if (c.isalnum() or c in "-_") else "-" for c in role.replace(" ", "-"))
         return tag if tag and not tag[0].isdigit() else "node-" + tag
 
-    def element(self, node, depth: int):
-        """The node as an element; None when the node cap is reached; _SKIP for a node not on screen."""
+    def element(self, node, depth: int, interfaces_first: bool = False):
+        """The node as an element; None when the node cap is reached; _SKIP for a node not on screen.
+
+        `interfaces_first`: ask which interfaces the node has before its states. libatspi answers later
+        interface checks from one GetInterfaces reply, except for a node whose states say transient (Calc's
+        cells): asking first spares two round trips per cell; asking a node that turns out hidden costs one."""
         if self.count >= self.max_nodes:
             return None
-        pyatspi = self.pyatspi
+        pyatspi, Atspi = self.pyatspi, self.Atspi
+        if interfaces_first:
+            comp, text, val = (_safe(lambda f=f: f(node)) for f in self.ifaces)
         states = _safe(lambda: node.getState().getStates(), []) or []
         names = [n for n in (_safe(lambda: pyatspi.stateToString(st), None) for st in states) if n]
         if self.only_showing and depth > 1 and "showing" not in names:
             return _SKIP  # e.g. the items of closed menus: thousands of nodes nobody can see
+        if not interfaces_first:
+            comp, text, val = (_safe(lambda f=f: f(node)) for f in self.ifaces)
         self.count += 1
         el = self.etree.Element(self.tag(node), nsmap=NS)
-        name = _safe(lambda: node.name, "") or ""
+        name = _safe(lambda: node.get_name(), "") or ""
         el.set("name", name)
         for s in names:
             el.set(f"{{{NS['st']}}}{s.replace(' ', '-')}", "true")
-        for kv in _safe(node.getAttributes, []) or []:
+        for kv in _safe(node.get_attributes_as_array, []) or []:
             if ":" in kv:
                 k, v = kv.split(":", 1)
                 k = "".join(c for c in k if c.isalnum() or c in "-_")
                 if k and not k[0].isdigit():
                     el.set(f"{{{NS['attr']}}}{k}", v)
-        comp = _safe(node.queryComponent)
-        if comp is not None:
-            ext = _safe(lambda: comp.getExtents(pyatspi.DESKTOP_COORDS))
+        if comp:
+            ext = _safe(lambda: Atspi.Component.get_extents(node, Atspi.CoordType.SCREEN))
             if ext is not None:
                 el.set(f"{{{NS['cp']}}}screencoord", f"({ext.x}, {ext.y})")
                 el.set(f"{{{NS['cp']}}}size", f"({ext.width}, {ext.height})")
-        text = _safe(node.queryText)
-        if text is not None:
-            t = _safe(lambda: text.getText(0, min(text.characterCount, MAX_TEXT)), "") or ""
+        if text:
+            # one call for the whole text (end -1) instead of CharacterCount + GetText
+            t = (_safe(lambda: Atspi.Text.get_text(node, 0, -1), "") or "")[:MAX_TEXT]
             if t:
                 el.text = "".join(c for c in t if c in "\t\n" or ord(c) >= 32)
-        val = _safe(node.queryValue)
-        if val is not None:
-            v = _safe(lambda: val.currentValue)
+        if val:
+            v = _safe(lambda: Atspi.Value.get_current_value(node))
             if v is not None:
                 el.set(f"{{{NS['val']}}}value", str(v))
         if depth >= MAX_DEPTH:
             return el
-        n = _safe(lambda: node.childCount, 0) or 0
+        n = _safe(lambda: node.get_child_count(), 0) or 0
         if n > MAX_CHILDREN:
             table = _safe(node.queryTable)
             if table is not None:
@@ -104,7 +113,7 @@ class Dumper:
                 return el
             n = MAX_CHILDREN
         for i in range(n):
-            child = _safe(lambda: node.getChildAtIndex(i))
+            child = _safe(lambda: node.get_child_at_index(i))
             if child is None:
                 continue
             c = self.element(child, depth + 1)
@@ -145,7 +154,7 @@ class Dumper:
                 cell = _safe(lambda: table.getAccessibleAt(r, c))
                 if cell is None:
                     continue
-                e = self.element(cell, depth + 1)
+                e = self.element(cell, depth + 1, interfaces_first=True)
                 if e is None:
                     return
                 if e is not _SKIP:

@@ -99,6 +99,22 @@ def test_calc_accessibility_tree_is_bounded_to_visible_cells(clean_desktop):
 
 
 @pytest.mark.desktop
+def test_a_long_text_appears_whole_up_to_the_text_cap(clean_desktop):
+    from envs.osworld.a11y import MAX_TEXT
+
+    d = clean_desktop
+    content = "".join(f"{i:04d}," for i in range(600))  # 3000 characters, each position distinct
+    path = d.home / "Documents" / "long.txt"
+    path.write_text(content)
+    d.launch("mousepad", str(path))
+    d.wait_window("long.txt")
+    d.wait_idle(timeout=10)
+    root = etree.fromstring(d.accessibility_tree().encode())
+    texts = [e.text for e in root.iter() if e.text and e.text.startswith("0000,")]
+    assert texts == [content[:MAX_TEXT]]
+
+
+@pytest.mark.desktop
 def test_reset_kills_apps_and_restores_home(clean_desktop):
     d = clean_desktop
     (d.home / "Desktop" / "junk.txt").write_text("x")
