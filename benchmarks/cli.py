@@ -145,7 +145,8 @@ def _print_epoch(result: dict) -> None:
                    f"{str(c['hit_rate_per_iteration']):<28} {acc:>8} {c['cpu_busy_fraction']:>8.0%}")
     for name, c in cfgs.items():
         paths = "; ".join(f"{i['slowest']['steps']} steps, {i['slowest']['hits']} hits, think {i['slowest']['think_s']:.0f} s"
-                          f" + steps {i['slowest']['exec_s']:.0f} s" for i in c["iterations"])
+                          f" + steps {i['slowest']['exec_s']:.0f} s (longest {i['slowest']['longest_step']['exec_s']:.0f} s)"
+                          for i in c["iterations"])
         typer.echo(f"{name:<11} slowest rollout per iteration: {paths}")
     typer.echo(f"think floor (every step free): {next(iter(cfgs.values()))['think_floor_s']:.1f} s")
     rewards = [c["rewards"] for c in cfgs.values()]

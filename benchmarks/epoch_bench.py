@@ -19,7 +19,8 @@ Writes OUT/epoch.json = {"think_time", "args", "configs": {name: {"wall_s", "pea
 "reward_per_iteration" (mean), "step_exec_s_p50_per_iteration" (median seconds of one step() call) and
 "step_exec_s_p50" (over all steps), "rewards",
 "actions" (each rollout's, in the order of "rewards"),
-"iterations" (each one's wall and its slowest rollout: steps, hits, think_s, exec_s), "think_floor_s"}}}
+"iterations" (each one's wall; its slowest rollout: steps, hits, think_s, exec_s, longest_step; its steps by
+cache status, and the seconds they waited for background snapshots and spent restoring), "think_floor_s"}}}
 and OUT/epoch_*.png. The slowest rollout of an iteration is its critical path; "think_floor_s" (the sum over
 iterations of the longest think time of one rollout, the same in every configuration) is the wall an epoch
 would take if every step cost nothing: what reuse can save is the wall above it.
@@ -28,6 +29,7 @@ OSWorld:   bunshin bench epoch --env osworld --tasks 2 --group 4 --iterations 2 
 """
 from __future__ import annotations
 
+import collections
 import json
 import statistics
 import threading
@@ -229,13 +231,22 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
 
 def critical_path(rollouts, wall_s: float) -> dict:
     """An iteration's wall and where its slowest rollout spent its time (think, steps, the rest: reset,
-    make, close, waiting for a workspace slot)."""
+    make, close, waiting for a workspace slot; its longest step), and what the cache's machinery cost on
+    the iteration's steps (counts by cache status, seconds waiting for background snapshots, restoring)."""
     slow = max(rollouts, key=lambda r: r.end_s)
     think, execute = sum(s.think_s for s in slow.steps), sum(s.exec_s for s in slow.steps)
+    longest = max(range(len(slow.steps)), key=lambda i: slow.steps[i].exec_s, default=None)
+    costs = [c for r in rollouts for c in r.step_costs]
     return {"wall_s": round(wall_s, 2), "longest_think_s": round(max(sum(s.think_s for s in r.steps) for r in rollouts), 2),
             "slowest": {"task": slow.task_id, "sample": slow.sample, "steps": len(slow.steps), "hits": slow.hits,
                         "think_s": round(think, 2), "exec_s": round(execute, 2),
-                        "other_s": round(slow.end_s - slow.start_s - think - execute, 2)}}
+                        "other_s": round(slow.end_s - slow.start_s - think - execute, 2),
+                        "longest_step": None if longest is None else {
+                            "action": slow.actions[longest][:80], "exec_s": round(slow.steps[longest].exec_s, 2),
+                            "cache": slow.step_costs[longest]["cache"] if slow.step_costs else None}},
+            "steps_by_cache_status": dict(collections.Counter(str(c["cache"]) for c in costs)),
+            "background_wait_s": round(sum(c["background_wait_s"] for c in costs), 2),
+            "restore_s": round(sum(c["restore_s"] for c in costs), 2)}
 
 
 def plot(result: dict, out: Path) -> None:

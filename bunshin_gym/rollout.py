@@ -192,6 +192,9 @@ class Rollout:
     steps: list[TrajectoryStep] = field(default_factory=list)
     hits: int = 0
     misses: int = 0
+    step_costs: list[dict] = field(default_factory=list)
+    """Per step, what the env reported of its own cost: cache status, seconds waiting for a background
+    snapshot or sync, seconds restoring a state (`info["bunshin"]`; zeros without diagnostics)."""
     start_s: float = 0.0
     end_s: float = 0.0
 
@@ -250,7 +253,10 @@ def run_sample(env: gym.Env, task_id: str, sample: int, policy: Policy, think: T
                 sig = str(action)
             out.actions.append(action)
             out.steps.append(TrajectoryStep(sig, think_s, exec_s))
-            status = info.get("bunshin", {}).get("cache")
+            diag = info.get("bunshin", {})
+            status = diag.get("cache")
+            out.step_costs.append({"cache": status, "background_wait_s": diag.get("background_wait_s") or 0.0,
+                                   "restore_s": (diag.get("restore") or {}).get("s", 0.0)})
             out.hits += status == "hit"
             out.misses += status in ("miss", "waited")
             out.reward, done = float(reward), term or trunc

@@ -56,6 +56,11 @@ def test_epoch_benchmark_rewards_are_identical_across_configurations(tmp_path):
             slow = it["slowest"]
             assert slow["think_s"] <= it["longest_think_s"] and slow["other_s"] >= 0
             assert slow["think_s"] + slow["exec_s"] + slow["other_s"] <= it["wall_s"] + 0.05
+            assert 0 < slow["longest_step"]["exec_s"] <= slow["exec_s"]
+            assert it["background_wait_s"] >= 0 and it["restore_s"] >= 0
+        assert sum(n for it in c["iterations"] for n in it["steps_by_cache_status"].values()) == sum(map(len, c["actions"]))
+    assert "hit" not in cfgs["base"]["iterations"][1]["steps_by_cache_status"]
+    assert cfgs["cache"]["iterations"][1]["steps_by_cache_status"]["hit"] > 0
     on_disk = json.loads((tmp_path / "epoch.json").read_text())
     assert on_disk["configs"]["cache"]["wall_s"] > 0
     for png in ("epoch_wall.png", "epoch_running.png", "epoch_hits.png"):
