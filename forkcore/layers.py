@@ -26,9 +26,11 @@ SKELETON_DIRS = (
     "opt/bunshin/venv", "opt/bunshin/code", "opt/bunshin/mem", ".oldroot",
 )
 SKELETON_LINKS = {"bin": "usr/bin", "sbin": "usr/sbin", "lib": "usr/lib", "lib64": "usr/lib64"}
-#: Host /etc entries never copied into a workspace (secrets, host identity, package-manager state).
+#: Host /etc entries never copied into a workspace (secrets, host identity, package-manager state). docker:
+#: dockerd's private key, which its first start writes (on a fresh machine, mid-session: the system layer's
+#: identity must not change under snapshots already taken).
 ETC_EXCLUDE = {"shadow", "shadow-", "gshadow", "gshadow-", "ssh", "apt", "machine-id", "resolv.conf",
-               "hosts", "hostname", "mtab", "subuid", "subgid", "security", "sudoers.d", "cron.d"}
+               "hosts", "hostname", "mtab", "subuid", "subgid", "security", "sudoers.d", "cron.d", "docker"}
 _LAYOUT_VERSION = "3"
 #: Python packages of this project copied into the code layer (they run inside workspaces).
 CODE_PACKAGES = ("forkcore", "bunshin_gym", "envs")
@@ -91,10 +93,10 @@ def _publish(build_fn, name: str) -> Path:
     return final
 
 
-def _etc_digest() -> str:
+def _etc_digest(etc: str = "/etc") -> str:
     h = hashlib.sha256(_LAYOUT_VERSION.encode())
-    for dirpath, dirnames, filenames in os.walk("/etc"):
-        rel = os.path.relpath(dirpath, "/etc")
+    for dirpath, dirnames, filenames in os.walk(etc):
+        rel = os.path.relpath(dirpath, etc)
         if rel.split(os.sep)[0] in ETC_EXCLUDE:
             dirnames[:] = []
             continue
