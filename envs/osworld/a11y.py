@@ -60,6 +60,10 @@ class Dumper:
         tag = "".join(c if (c.isalnum() or c in "-_") else "-" for c in role.replace(" ", "-"))
         return tag if tag and not tag[0].isdigit() else "node-" + tag
 
+    def interfaces(self, node) -> tuple:
+        """The node's Component, Text and Value interfaces (None for each it lacks)."""
+        return tuple(_safe(lambda f=f: f(node)) for f in self.ifaces)
+
     def element(self, node, depth: int, interfaces_first: bool = False):
         """The node as an element; None when the node cap is reached; _SKIP for a node not on screen.
 
@@ -70,13 +74,13 @@ class Dumper:
             return None
         pyatspi, Atspi = self.pyatspi, self.Atspi
         if interfaces_first:
-            comp, text, val = (_safe(lambda f=f: f(node)) for f in self.ifaces)
+            comp, text, val = self.interfaces(node)
         states = _safe(lambda: node.getState().getStates(), []) or []
         names = [n for n in (_safe(lambda: pyatspi.stateToString(st), None) for st in states) if n]
         if self.only_showing and depth > 1 and "showing" not in names:
             return _SKIP  # e.g. the items of closed menus: thousands of nodes nobody can see
         if not interfaces_first:
-            comp, text, val = (_safe(lambda f=f: f(node)) for f in self.ifaces)
+            comp, text, val = self.interfaces(node)
         self.count += 1
         el = self.etree.Element(self.tag(node), nsmap=NS)
         name = _safe(lambda: node.get_name(), "") or ""
