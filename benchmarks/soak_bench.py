@@ -345,6 +345,17 @@ def _census() -> tuple[dict, dict[int, str]]:
             "memfiles": len(memfiles)}, described
 
 
+def _settled_census(start: dict, grace_s: float = 20.0) -> tuple[dict, dict[int, str]]:
+    """The census once destroyed workspaces' last processes are gone: a process still exiting right after the
+    close (a loaded machine reaps slowly) is not a leak, one alive after `grace_s` is."""
+    deadline = time.monotonic() + grace_s
+    while True:
+        time.sleep(1)
+        end, end_pids = _census()
+        if end["processes"] <= start["processes"] or time.monotonic() > deadline:
+            return end, end_pids
+
+
 def run(a: Args, progress: bool = True) -> dict:
     from bunshin_gym.runtime import runtime
 
@@ -373,8 +384,7 @@ def run(a: Args, progress: bool = True) -> dict:
         print(file=sys.stderr)
     runtime().close()
     collect()
-    time.sleep(2)  # destroyed workspaces' last processes are reaped
-    end, end_pids = _census()
+    end, end_pids = _settled_census(start)
     result = {"envs": a.envs, "minutes": a.minutes, "interrupted": soak.interrupted.is_set(),
               "episodes": soak.counts["episodes"], "steps": soak.counts["steps"],
               "forks": soak.counts["forks"], "errors_by_type": dict(soak.errors),

@@ -41,5 +41,5 @@ def test_a_short_soak_with_faults_stopped_by_ctrl_c_leaks_nothing(tmp_path):
     # tests/forkcore/test_faults.py cover it
     assert {"kill_process", "corrupt_snapshot", "kill_host"} <= set(soak["faults_injected"]), soak["faults_injected"]
     assert set(soak["leaked"]) == {"processes", "mounts", "namespaces", "cgroups", "fds", "state_dirs", "memfiles"}
-    assert not any(soak["leaked"].values()), soak["leaked"]
+    assert not any(soak["leaked"].values()), (soak["leaked"], soak["leaked_processes"])
     assert (tmp_path / "soak.png").stat().st_size > 1000
