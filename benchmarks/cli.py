@@ -149,9 +149,14 @@ def _print_epoch(result: dict) -> None:
                           for i in c["iterations"])
         typer.echo(f"{name:<11} slowest rollout per iteration: {paths}")
     typer.echo(f"think floor (every step free): {next(iter(cfgs.values()))['think_floor_s']:.1f} s")
-    rewards = [c["rewards"] for c in cfgs.values()]
-    same = all(r == rewards[0] for r in rewards)
-    typer.echo(f"rewards identical across configurations: {same} (mean {sum(rewards[0]) / max(1, len(rewards[0])):.2f})")
+    rewards = next(iter(cfgs.values()))["rewards"]
+    typer.echo(f"rewards identical across configurations: {result['rewards_identical']} "
+               f"(mean {sum(rewards) / max(1, len(rewards)):.2f})")
+    for d in result["reward_differences"]:
+        where = ("the same actions" if d["first_different_action"] is None
+                 else f"actions first differ at step {d['first_different_action'] + 1}")
+        typer.echo(f"  {d['config']}: iteration {d['iteration']} {d['task']} sample {d['sample']} rewards "
+                   f"{d['rewards']}, {where} (steps served: epoch.json reward_differences)")
 
 
 @app.command("webarena")

@@ -18,9 +18,12 @@ Writes OUT/epoch.json = {"think_time", "args", "configs": {name: {"wall_s", "pea
 "cpu_busy_fraction", "running_over_time", "memory_over_time_mb" (host memory above the configuration's start),
 "reward_per_iteration" (mean), "step_exec_s_p50_per_iteration" (median seconds of one step() call) and
 "step_exec_s_p50" (over all steps), "rewards",
-"actions" (each rollout's, in the order of "rewards"),
+"actions" (each rollout's, in the order of "rewards"), "step_cache" (per rollout, how each step was served: its
+cache status, and for a step that restored a state "<status>:<source>+<calls replayed>"),
 "iterations" (each one's wall; its slowest rollout: steps, hits, think_s, exec_s, longest_step; its steps by
-cache status, and the seconds they waited for background snapshots and spent restoring), "think_floor_s"}}}
+cache status, and the seconds they waited for background snapshots and spent restoring), "think_floor_s"}},
+"rewards_identical", "reward_differences" (each rollout whose reward differs from the first configuration's:
+where its actions first differ, None when they are the same, and how each configuration served its steps)}
 and OUT/epoch_*.png. The slowest rollout of an iteration is its critical path; "think_floor_s" (the sum over
 iterations of the longest think time of one rollout, the same in every configuration) is the wall an epoch
 would take if every step cost nothing: what reuse can save is the wall above it.
@@ -127,6 +130,8 @@ def run(args: Args, progress: bool = True) -> dict:
         if config not in CONFIGS:
             raise ValueError(f"unknown configuration {config!r}; choose from {CONFIGS}")
         result["configs"][config] = run_config(args, config, tasks, oracles, think, progress)
+        result["reward_differences"] = reward_differences(result["configs"], tasks, args.group)
+        result["rewards_identical"] = not result["reward_differences"]
         (out / "epoch.json").write_text(json.dumps(result, indent=1))
     plot(result, out)
     return result
@@ -163,7 +168,7 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
 
     mon = threading.Thread(target=sampler, daemon=True)
     mon.start()
-    hit_rates, rewards, actions, matched, predicted, started, tail_steps = [], [], [], 0, 0, 0, [0, 0]
+    hit_rates, rewards, actions, step_cache, matched, predicted, started, tail_steps = [], [], [], [], 0, 0, 0, [0, 0]
     iterations, iteration_rewards, step_exec_p50, exec_all = [], [], [], []
     bar = tqdm(total=args.iterations * len(tasks) * args.group, desc=config, unit="rollout", disable=not progress)
     for it in range(args.iterations):
@@ -204,6 +209,7 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
         step_exec_p50.append(round(statistics.median(exec_s), 4))
         rewards += [r.reward for r in rollouts]
         actions += [r.actions for r in rollouts]
+        step_cache += [[served(c) for c in r.step_costs] for r in rollouts]
         for s in envs_stats:
             matched += s["matched"]
             predicted += s["matched"] + s["aborted"]
@@ -225,8 +231,40 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
             "memory_over_time_mb": memory, "reward_per_iteration": iteration_rewards,
             "step_exec_s_p50_per_iteration": step_exec_p50, "step_exec_s_p50": round(statistics.median(exec_all), 4),
             "rewards": rewards,
-            "actions": actions, "iterations": iterations,
+            "actions": actions, "step_cache": step_cache, "iterations": iterations,
             "think_floor_s": round(sum(i["longest_think_s"] for i in iterations), 2)}
+
+
+def served(cost: dict) -> str:
+    """How one step was served: its cache status, and where it restored a state, from what and with how many
+    calls replayed (e.g. "miss:snapshot+2")."""
+    restore = cost.get("restore")
+    return f"{cost['cache']}:{restore['source']}+{restore['replayed']}" if restore else str(cost["cache"])
+
+
+def reward_differences(configs: dict, tasks: list[str], group: int) -> list[dict]:
+    """The rollouts whose reward differs from the first configuration's (base in a full run). The same seeds
+    give every configuration the same policies, so a difference means a step's result differed: where the
+    actions first differ is where the observations did ("first_different_action"); None means the same calls
+    ended with another reward (a state that diverged from its recording, or the evaluator's timing)."""
+    names = list(configs)
+    ref_name, ref = names[0], configs[names[0]]
+    out = []
+    for name in names[1:]:
+        c = configs[name]
+        for i, (want, got) in enumerate(zip(ref["rewards"], c["rewards"])):
+            if want == got:
+                continue
+            a, b = ref["actions"][i], c["actions"][i]
+            first = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), None)
+            if first is None and len(a) != len(b):
+                first = min(len(a), len(b))
+            iteration, j = divmod(i, len(tasks) * group)
+            out.append({"config": name, "rollout": i, "iteration": iteration + 1, "task": tasks[j // group],
+                        "sample": j % group, "rewards": {ref_name: want, name: got},
+                        "first_different_action": first,
+                        "step_cache": {ref_name: ref["step_cache"][i], name: c["step_cache"][i]}})
+    return out
 
 
 def critical_path(rollouts, wall_s: float) -> dict:

@@ -194,7 +194,8 @@ class Rollout:
     misses: int = 0
     step_costs: list[dict] = field(default_factory=list)
     """Per step, what the env reported of its own cost: cache status, seconds waiting for a background
-    snapshot or sync, seconds restoring a state (`info["bunshin"]`; zeros without diagnostics)."""
+    snapshot or sync, seconds restoring a state and the restore itself (source, calls replayed) if there was
+    one (`info["bunshin"]`; zeros and None without diagnostics)."""
     start_s: float = 0.0
     end_s: float = 0.0
 
@@ -255,8 +256,9 @@ def run_sample(env: gym.Env, task_id: str, sample: int, policy: Policy, think: T
             out.steps.append(TrajectoryStep(sig, think_s, exec_s))
             diag = info.get("bunshin", {})
             status = diag.get("cache")
+            restore = diag.get("restore")
             out.step_costs.append({"cache": status, "background_wait_s": diag.get("background_wait_s") or 0.0,
-                                   "restore_s": (diag.get("restore") or {}).get("s", 0.0)})
+                                   "restore_s": (restore or {}).get("s", 0.0), "restore": restore})
             out.hits += status == "hit"
             out.misses += status in ("miss", "waited")
             out.reward, done = float(reward), term or trunc

@@ -1,0 +1,36 @@
+"""The epoch benchmark's report of rewards that differ between configurations (synthetic runs, no env)."""
+from benchmarks.epoch_bench import reward_differences, served
+
+
+def _config(rewards, actions, step_cache):
+    return {"rewards": rewards, "actions": actions, "step_cache": step_cache}
+
+
+def test_differing_rewards_name_the_rollout_and_where_its_actions_diverged():
+    tasks, group = ["t0", "t1"], 2  # 4 rollouts per iteration, task-major
+    acts = [["a", "b", "DONE"]] * 8
+    base = _config([1.0] * 8, acts, [["miss"] * 3] * 8)
+    cached = _config([1.0] * 5 + [0.0] + [1.0] * 2,  # iteration 2, t0 sample 1: same actions, another reward
+                     acts, [["miss"] * 3] * 5 + [["hit", "miss:snapshot+1", "miss"]] + [["miss"] * 3] * 2)
+    detoured = _config([0.0] + [1.0] * 7, [["a", "x", "DONE"]] + acts[1:], [["miss"] * 3] * 8)
+    diffs = reward_differences({"base": base, "cache": cached, "spec": detoured, "same": base}, tasks, group)
+    assert diffs == [
+        {"config": "cache", "rollout": 5, "iteration": 2, "task": "t0", "sample": 1,
+         "rewards": {"base": 1.0, "cache": 0.0}, "first_different_action": None,
+         "step_cache": {"base": ["miss"] * 3, "cache": ["hit", "miss:snapshot+1", "miss"]}},
+        {"config": "spec", "rollout": 0, "iteration": 1, "task": "t0", "sample": 0,
+         "rewards": {"base": 1.0, "spec": 0.0}, "first_different_action": 1,
+         "step_cache": {"base": ["miss"] * 3, "spec": ["miss"] * 3}}]
+
+
+def test_a_rollout_cut_short_differs_where_the_shorter_one_ends():
+    base = _config([1.0], [["a", "b", "DONE"]], [["miss"] * 3])
+    short = _config([0.0], [["a", "b"]], [["miss"] * 2])
+    assert reward_differences({"base": base, "cache": short}, ["t"], 1)[0]["first_different_action"] == 2
+    assert reward_differences({"base": base, "cache": base}, ["t"], 1) == []
+
+
+def test_a_step_is_described_by_its_status_and_any_restore():
+    assert served({"cache": "hit", "restore": None}) == "hit"
+    assert served({"cache": "miss", "restore": {"source": "standby", "replayed": 3, "s": 0.2}}) == "miss:standby+3"
+    assert served({"cache": None, "restore": None}) == "None"
