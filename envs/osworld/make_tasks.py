@@ -142,10 +142,13 @@ task("files-new-folder", "Using the file manager that shows my Documents folder,
 def calc_open(name, path): return [dl(name, path), openf(path)]
 def save(path):
     """Ctrl+S, then wait (up to 50 s, within the action's 60 s) until the file's mtime changes: a fixed sleep
-    lost saves under load, and with 8 desktops on 2 cores an .xlsx save can take over 30 s."""
+    lost saves under load, and with 8 desktops on 2 cores an .xlsx save can take over 30 s. A save that does
+    not happen raises: Writer's accessibility tree is the same saved or not, so this error is what tells a
+    replay whose save was lost from its recording (the replay checks each call's last_action_error)."""
     return (f"import os\np = os.path.expanduser({path!r})\nm = os.stat(p).st_mtime_ns\n"
             "pyautogui.hotkey('ctrl', 's')\nfor _ in range(250):\n    time.sleep(0.2)\n"
-            "    if os.stat(p).st_mtime_ns != m:\n        break\ntime.sleep(1)")
+            "    if os.stat(p).st_mtime_ns != m:\n        break\n"
+            "else:\n    raise TimeoutError('the file was not written within 50 s of Ctrl+S')\ntime.sleep(1)")
 def wait_window(title):
     """Wait (up to 30 s) until a window with this title is mapped, e.g. Calc's after an import dialog."""
     return ("import subprocess\nfor _ in range(150):\n"

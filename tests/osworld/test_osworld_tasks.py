@@ -3,6 +3,7 @@ getters and metrics behave on recorded states (files made here)."""
 from __future__ import annotations
 
 import copy
+import os
 import json
 from collections import Counter
 from pathlib import Path
@@ -182,3 +183,34 @@ def test_config_steps_run_on_the_desktop(clean_desktop):
     assert d.find_window("Mousepad", by_class=True) is None
     with pytest.raises(TaskConfigError, match=r"config step 0 \(open\).*does not exist"):
         run_config(d, [{"type": "open", "parameters": {"path": "/home/user/nope.xlsx"}}])
+
+
+@pytest.mark.parametrize("writes", [True, False])
+def test_an_oracle_save_that_does_not_write_the_file_fails(tmp_path, monkeypatch, writes):
+    """Writer's accessibility tree is the same saved or not: the save step's error is what tells a replay
+    whose save was lost from its recording. Run on a stand-in keyboard (Ctrl+S writes the file, or not)
+    and a clock that does not wait; the desktop side of saving is the oracles' own tests."""
+    import re
+    import types
+
+    saving = {t.id: [s for s in load_oracle(t.id) if isinstance(s, str) and "st_mtime_ns" in s] for t in TASKS}
+    assert sum(map(bool, saving.values())) >= 10  # every Calc/Writer task's oracle saves its document
+    saves = {s for steps in saving.values() for s in steps}
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for code in saves:
+        doc = Path(os.path.expanduser(re.search(r"expanduser\('([^']+)'\)", code).group(1)))
+        doc.parent.mkdir(parents=True, exist_ok=True)
+        doc.write_bytes(b"before")
+        os.utime(doc, ns=(0, 0))
+
+        def ctrl_s(*keys, doc=doc):
+            assert keys == ("ctrl", "s")
+            if writes:
+                doc.write_bytes(b"after")
+
+        scope = {"pyautogui": types.SimpleNamespace(hotkey=ctrl_s), "time": types.SimpleNamespace(sleep=lambda s: None)}
+        if writes:
+            exec(code, scope)
+        else:
+            with pytest.raises(TimeoutError, match="not written within 50 s"):
+                exec(code, scope)
