@@ -138,6 +138,8 @@ class Restorer:
                     break
             self.tree.drop_snapshot(failed)
         self.stats[source] += 1
+        if source in ("snapshot", "standby") and plan.ancestor.parent is not None:
+            self.tree.policy.observe_restored()
         self._unverified = None  # a live start still unobserved is checked through the state replayed from it
         try:
             reached = self._replay(ws, plan.ancestor, plan.calls)

@@ -73,6 +73,12 @@ class SnapshotPolicyConfig:
     """Expected future visits per observed past visit (past hits predict future hits, TVCache-style)."""
     min_replay_s: float = 0.0
     """Never snapshot when the re-execution cost it would save is below this (cheap prefixes replay)."""
+    use_prior: float | None = 2.0
+    """Pseudo-count behind the observed use of retained snapshots: ``prior_visits`` is scaled by
+    ``min(1, (restores from retained snapshots + use_prior) / (snapshots retained + use_prior))``. Where live
+    workspaces already hold the states rollouts come back to (background sync after hits, speculation), few
+    retained snapshots are ever restored, and dumping more of them only costs time and memory. ``None``: no
+    scaling (every never-hit node expects ``prior_visits``)."""
     retain_all: bool = False
     """Retain every executed state, whatever it costs (DeltaBox-style checkpoint per step; rollback studies,
     tests). The byte budget still applies."""
@@ -89,6 +95,7 @@ def validate_policy_config(cfg: SnapshotPolicyConfig) -> None:
         ("prior_visits", cfg.prior_visits >= 0, "a number >= 0"),
         ("reuse_factor", cfg.reuse_factor >= 0, "a number >= 0"),
         ("min_replay_s", cfg.min_replay_s >= 0, "a number >= 0"),
+        ("use_prior", cfg.use_prior is None or cfg.use_prior > 0, "a number > 0 or None"),
     ]
     for name, ok, expected in checks:
         if not ok:
@@ -122,7 +129,8 @@ class SnapshotPolicy:
     where ``snapshot_s``/``restore_s`` are running estimates of measured times (priors from the config) and
     ``replay_s(n)`` is the summed execution cost of the calls from the nearest retained ancestor
     snapshot down to ``n`` (what a future materialisation of ``n`` would replay without a snapshot here),
-    and ``expected_visits(n) = prior_visits + reuse_factor * n.hits`` (past hits predict future ones).
+    and ``expected_visits(n) = prior_visits * use_rate + reuse_factor * n.hits`` (past hits predict future
+    ones; ``use_rate`` is how often retained snapshots were actually restored, see ``use_prior``).
     With ``prior_visits=1, reuse_factor=0`` and a parent snapshot this is exactly TVCache's rule
     "snapshot iff the call costs more than snapshotting". ``est_bytes`` is an EWMA of attached sizes.
     """
@@ -133,6 +141,7 @@ class SnapshotPolicy:
         self._est_bytes = float(self.config.est_snapshot_bytes)
         self._snapshot_s = float(self.config.snapshot_s)
         self._restore_s = float(self.config.restore_s)
+        self._retained = self._restored = 0
         self._lock = threading.Lock()
 
     @property
@@ -160,11 +169,30 @@ class SnapshotPolicy:
             if restore_s is not None and restore_s > 0:
                 self._restore_s = (1 - a) * self._restore_s + a * float(restore_s)
 
+    def observe_retained(self) -> None:
+        """A snapshot was retained (resident in the pool)."""
+        with self._lock:
+            self._retained += 1
+
+    def observe_restored(self) -> None:
+        """A workspace was restored (or a standby clone thawed) from a retained snapshot."""
+        with self._lock:
+            self._restored += 1
+
+    @property
+    def use_rate(self) -> float:
+        """Restores per retained snapshot so far, pulled towards 1 by ``use_prior``, at most 1."""
+        prior = self.config.use_prior
+        if prior is None:
+            return 1.0
+        with self._lock:
+            return min(1.0, (self._restored + prior) / (self._retained + prior))
+
     def decide(self, replay_s: float, hits: int) -> SnapshotDecision:
         """Apply the rule to a node with re-execution cost ``replay_s`` and ``hits`` past hits."""
         c = self.config
         saved = replay_s - self._restore_s
-        visits = c.prior_visits + c.reuse_factor * hits
+        visits = c.prior_visits * self.use_rate + c.reuse_factor * hits
         benefit = visits * max(0.0, saved)
         cost = self._snapshot_s + self._est_bytes / GIB * c.bytes_cost_s_per_gib
         if c.retain_all:

@@ -793,6 +793,7 @@ class PrefixTree:
             retained, released = self.pool.attach(node, handle, snapshot_s)
         if retained:
             self.policy.observe_size(int(handle.size_bytes))
+            self.policy.observe_retained()
         self.policy.observe_timing(snapshot_s=snapshot_s)
         release_all(released)
         return retained

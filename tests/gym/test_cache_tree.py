@@ -294,6 +294,35 @@ def test_policy_weighs_memory_and_visits():
     assert pol.decide(replay_s=5.0, hits=2).retain      # 3 expected visits * 5 s > 10 s
 
 
+def test_retained_snapshots_nobody_restores_make_the_policy_retain_less():
+    """Where live workspaces already hold the states rollouts come back to, retained snapshots go unused:
+    the policy scales its prior visits by how often they were restored, and trusts them again on restores."""
+    from bunshin_gym.cache import SnapshotPolicy, SnapshotPolicyConfig
+    cfg = SnapshotPolicyConfig(snapshot_s=1.0, restore_s=0.0, bytes_cost_s_per_gib=0.0, prior_visits=1.0,
+                               reuse_factor=1.0, use_prior=2.0)
+    pol = SnapshotPolicy(cfg)
+    t = PrefixTree("task", "d", policy=pol)
+    n = t.root
+    for i in range(6):
+        n = t.record(n, f"calc({i})", R(i), 4.0)
+        assert t.should_snapshot(n).retain  # 4 s of replay > a 1 s dump, down to 2/7 of a visit
+        t.attach_snapshot(n, Handle(1))
+    assert pol.use_rate == pytest.approx(2 / 8)
+    m = t.record(n, "calc(6)", R(6), 4.0)
+    d = t.should_snapshot(m)
+    assert not d.retain and d.expected_visits == pytest.approx(0.25)  # six dumps, none restored
+    assert t.should_snapshot(t.record(m, "calc(7)", R(7), 4.0)).retain  # 8 s of replay since the last one
+    for _ in range(4):
+        pol.observe_restored()
+    assert pol.use_rate == pytest.approx(6 / 8) and t.should_snapshot(m).retain
+    for _ in range(4):
+        pol.observe_restored()
+    assert pol.use_rate == 1.0  # capped: restores never make a never-hit node expect more than prior_visits
+    assert SnapshotPolicy(SnapshotPolicyConfig(use_prior=None)).use_rate == 1.0
+    with pytest.raises(ValueError, match="use_prior"):
+        SnapshotPolicy(SnapshotPolicyConfig(use_prior=0))
+
+
 def test_plan_prefers_replaying_cheap_calls_and_takes_a_ready_standby():
     t = PrefixTree("task", "d")
     a = t.record(t.root, "a", R("A"), 10.0)
