@@ -16,6 +16,8 @@ Rewards must be identical across configurations: the cache and speculation may c
 Writes OUT/epoch.json = {"think_time", "args", "configs": {name: {"wall_s", "peak_memory_mb",
 "hit_rate_per_iteration", "spec_accuracy", "speculations_started", "tail_steps_speculating_vs_not",
 "cpu_busy_fraction", "running_over_time", "memory_over_time_mb" (host memory above the configuration's start),
+"standby_over_time" ([t, frozen clones ready, MB the standby pools reserve]), "standby" (restores served by a
+frozen clone or not: hits, misses; pools opened, shrunk or closed to make room for another),
 "reward_per_iteration" (mean), "step_exec_s_p50_per_iteration" (median seconds of one step() call) and
 "step_exec_s_p50" (over all steps), "rewards",
 "actions" (each rollout's, in the order of "rewards"), "step_cache" (per rollout, how each step was served: its
@@ -150,12 +152,14 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
     peak = [0]
     running: list[list[float]] = []
     memory: list[list[float]] = []
+    standby: list[list[float]] = []
     alive = [0]
     lock = threading.Lock()
     stop = threading.Event()
     t_start = time.monotonic()
 
     cpu0 = cpu_times()
+    pools0 = runtime().standby.stats()
 
     def sampler():
         while not stop.is_set():
@@ -163,6 +167,8 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
             with lock:
                 running.append([round(time.monotonic() - t_start, 2), alive[0]])
             memory.append([running[-1][0], round(used / 2**20, 1)])
+            pools = runtime().standby.stats()
+            standby.append([running[-1][0], pools["frozen"], pools["reserved_mb"]])
             peak[0] = max(peak[0], used)
             time.sleep(0.5)
 
@@ -218,6 +224,7 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
             tail_steps = [a + b for a, b in zip(tail_steps, (tail.decisions["speculating"], tail.decisions["not_speculating"]))]
         recorded += [r.trajectory(it) for r in rollouts]
     wall = time.monotonic() - t_start
+    pools1 = runtime().standby.stats()
     idle, total = (b - a for a, b in zip(cpu0, cpu_times()))
     busy = total - idle
     stop.set()
@@ -228,7 +235,8 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
             "speculations_started": started if use_spec else None,
             "tail_steps_speculating_vs_not": tail_steps if use_spec else None,
             "cpu_busy_fraction": round(busy / max(total, 1), 3), "running_over_time": running,
-            "memory_over_time_mb": memory, "reward_per_iteration": iteration_rewards,
+            "memory_over_time_mb": memory, "standby_over_time": standby,
+            "standby": {k: pools1[k] - pools0[k] for k in ("hits", "misses", "opened", "shrunk", "evicted")}, "reward_per_iteration": iteration_rewards,
             "step_exec_s_p50_per_iteration": step_exec_p50, "step_exec_s_p50": round(statistics.median(exec_all), 4),
             "rewards": rewards,
             "actions": actions, "step_cache": step_cache, "iterations": iterations,

@@ -17,6 +17,7 @@ import queue
 import threading
 import time
 from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Callable
 
 from forkcore import Snapshot, Workspace
@@ -57,13 +58,23 @@ def return_large_frees_to_the_os() -> bool:
     return mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES) == 1
 
 
+@dataclass
+class _Kept:
+    pool: StandbyPool
+    clone_bytes: int
+    size: int  #: clones the budget lets it keep
+
+
 class StandbyPools:
     """Frozen, already-restored clones of hot snapshots (DeltaBox rollback), within a memory budget.
 
     A pool is asked for (`ensure`) for a task's initial snapshot at its first reset and for a retained
     snapshot once a second restore came from it; it fills in the background. `take` thaws a ready clone or
     answers None (the caller restores as usual). A clone is priced at its snapshot's dump size (what a
-    private restore makes resident); when the budget is full the least recently used pool is closed.
+    private restore makes resident). When the budget is short, every pool keeps one clone before any keeps
+    more: pools give up their extra clones (least recently used first), then the new pool gets fewer, and
+    only then is the least recently used pool closed. (Closing whole pools first made an epoch's tasks, which
+    come back in turn, close each other's pools: every task's first resets found none ready.)
 
     Args:
         budget_bytes: memory all frozen clones may use ($BUNSHIN_STANDBY_BUDGET_MB, default 2048; 0: off).
@@ -78,9 +89,10 @@ class StandbyPools:
         if per_snapshot < 0:
             raise ValueError(f"per_snapshot={per_snapshot}: expected >= 0")
         self.budget_bytes, self.per_snapshot = budget_bytes, per_snapshot
-        self._pools: OrderedDict[tuple[str, str], tuple[StandbyPool, int]] = OrderedDict()  # -> (pool, bytes)
+        self._pools: OrderedDict[tuple[str, str], _Kept] = OrderedDict()  # least recently used first
         self._lock = threading.Lock()
         self.hits = self.misses = 0
+        self.opened = self.shrunk = self.evicted = 0  # pools started; given up clones for another; closed for one
 
     def ensure(self, snapshot: Snapshot, backend: str) -> None:
         """Start keeping frozen clones of `snapshot` (no-op if kept already or if the budget allows none)."""
@@ -93,9 +105,21 @@ class StandbyPools:
             size = min(self.per_snapshot, self.budget_bytes // clone_bytes)
             if size < 1:
                 return
-            closing = []
+            shrinking, closing = [], []
+            for kept in self._pools.values():
+                if self._used() + size * clone_bytes <= self.budget_bytes:
+                    break
+                if kept.size > 1:
+                    kept.size = 1
+                    shrinking.append(kept.pool)
+            while size > 1 and self._used() + size * clone_bytes > self.budget_bytes:
+                size -= 1
             while self._pools and self._used() + size * clone_bytes > self.budget_bytes:
-                closing.append(self._pools.popitem(last=False)[1][0])
+                closing.append(self._pools.popitem(last=False)[1].pool)
+            self.shrunk += len(shrinking)
+            self.evicted += len(closing)
+        for pool in shrinking:
+            pool.shrink(1)
         for pool in closing:
             pool.close()
         pool = StandbyPool(snapshot, size=size, backend=backend, refill_delay_s=self.REFILL_DELAY_S)
@@ -103,18 +127,19 @@ class StandbyPools:
             if key in self._pools:  # another thread made one meanwhile
                 closing = [pool]
             else:
-                self._pools[key] = (pool, size * clone_bytes)
+                self._pools[key] = _Kept(pool, clone_bytes, size)
+                self.opened += 1
                 closing = []
         for p in closing:
             p.close()
 
     def _used(self) -> int:
-        return sum(b for _, b in self._pools.values())
+        return sum(k.clone_bytes * k.size for k in self._pools.values())
 
     def ready(self, snapshot: Snapshot, backend: str) -> bool:
         with self._lock:
             entry = self._pools.get((snapshot.id, backend))
-        return entry is not None and entry[0].ready > 0
+        return entry is not None and entry.pool.ready > 0
 
     def take(self, snapshot: Snapshot, backend: str) -> Workspace | None:
         """A thawed clone in `snapshot`'s state if one is ready (counted as a hit), else None (a miss)."""
@@ -122,7 +147,7 @@ class StandbyPools:
             entry = self._pools.get((snapshot.id, backend))
             if entry is not None:
                 self._pools.move_to_end((snapshot.id, backend))
-        clone = entry[0].take_ready() if entry is not None else None
+        clone = entry.pool.take_ready() if entry is not None else None
         with self._lock:
             if clone is None:
                 self.misses += 1
@@ -134,18 +159,19 @@ class StandbyPools:
         """Close the pools of a snapshot the cache no longer retains."""
         with self._lock:
             keys = [k for k in self._pools if k[0] == snapshot.id]
-            pools = [self._pools.pop(k)[0] for k in keys]
+            pools = [self._pools.pop(k).pool for k in keys]
         for p in pools:
             p.close()
 
     def stats(self) -> dict:
         with self._lock:
-            return {"hits": self.hits, "misses": self.misses, "pools": len(self._pools),
-                    "frozen": sum(p.ready for p, _ in self._pools.values()), "reserved_mb": self._used() >> 20}
+            return {"hits": self.hits, "misses": self.misses, "pools": len(self._pools), "opened": self.opened,
+                    "shrunk": self.shrunk, "evicted": self.evicted,
+                    "frozen": sum(k.pool.ready for k in self._pools.values()), "reserved_mb": self._used() >> 20}
 
     def close(self) -> None:
         with self._lock:
-            pools = [p for p, _ in self._pools.values()]
+            pools = [k.pool for k in self._pools.values()]
             self._pools.clear()
         for p in pools:
             p.close()

@@ -56,10 +56,12 @@ class StandbyPool:
                 log.warning("standby clone of snapshot %s failed: %s", self.snapshot.id, e)
                 return
             with self._lock:
-                if self._closed.is_set():
-                    clone.destroy()
-                    return
-                self._frozen.append(clone)
+                unwanted = self._closed.is_set() or len(self._frozen) >= self.size  # closed or shrunk meanwhile
+                if not unwanted:
+                    self._frozen.append(clone)
+            if unwanted:
+                clone.destroy()
+                return
 
     def _refill(self, delay_s: float = 0.0) -> None:
         if not self._bg:
@@ -81,6 +83,16 @@ class StandbyPool:
         """Frozen clones ready to be taken now."""
         with self._lock:
             return len(self._frozen)
+
+    def shrink(self, size: int) -> None:
+        """Keep at most `size` (>= 1) clones from now on; frozen ones beyond it are destroyed."""
+        if size < 1:
+            raise ValueError(f"StandbyPool.shrink({size}): size must be >= 1")
+        with self._lock:
+            self.size = min(self.size, size)
+            extra, self._frozen = self._frozen[self.size:], self._frozen[:self.size]
+        for c in extra:
+            c.destroy()
 
     def take_ready(self) -> Workspace | None:
         """A thawed standby clone if one is ready (then a refill starts), else None."""

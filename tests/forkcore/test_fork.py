@@ -183,6 +183,30 @@ def test_standby_pool_fills_in_the_background_and_hands_out_thawed_clones(snapsh
             b.destroy()
 
 
+def test_standby_pool_shrinks_and_refills_only_to_its_new_size(snapshot):
+    from forkcore.standby import StandbyPool
+
+    with StandbyPool(snapshot, size=2, backend="private") as pool:
+        with pytest.raises(ValueError, match="size must be >= 1"):
+            pool.shrink(0)
+        deadline = time.monotonic() + 120
+        while pool.ready < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert pool.ready == 2, pool.last_error
+        pool.shrink(1)
+        assert (pool.size, pool.ready) == (1, 1), "the clone beyond the new size is destroyed"
+        ws = pool.take_ready()
+        try:
+            assert ws.call("probe.counter") == 2
+            deadline = time.monotonic() + 120
+            while pool.ready < 1 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(1.5)  # a refill beyond the new size would have landed by now
+            assert pool.ready == 1, pool.last_error
+        finally:
+            ws.destroy()
+
+
 def test_standby_refill_waits_its_delay_and_close_does_not(snapshot):
     from forkcore.standby import StandbyPool
 
