@@ -9,6 +9,7 @@ import logging
 import os
 import shlex
 import signal
+import threading
 import time
 from pathlib import Path
 from typing import Sequence
@@ -21,6 +22,19 @@ _V1_LIMITS = {c: Path("/sys/fs/cgroup") / c for c in ("pids", "memory", "devices
 _V2_CANDIDATES = (Path("/sys/fs/cgroup/unified"), Path("/sys/fs/cgroup"))
 #: the ptmx and ptys of a workspace's own devpts, beside the nodes of its /dev (devices cgroup rules)
 PTY_RULES = ("c 5:2 rwm", "c 136:* rwm")
+
+
+def reap_when_it_exits(pid: int) -> None:
+    """Wait for child `pid` on a daemon thread, so that a child that outlived its caller's deadline is still
+    reaped, not left a zombie. The init of a pid namespace is the slow case: it leaves its cgroup before it
+    has waited for the rest of its namespace, then becomes reapable, seconds later on a loaded machine."""
+    def wait() -> None:
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
+
+    threading.Thread(target=wait, name=f"reap-{pid}", daemon=True).start()
 
 
 def _v2_root() -> Path | None:
@@ -194,7 +208,10 @@ class WorkspaceCgroups:
         reap_deadline = time.monotonic() + 2
         for pid in killed:
             try:
-                while not os.waitpid(pid, os.WNOHANG)[0] and time.monotonic() < reap_deadline:
+                while not os.waitpid(pid, os.WNOHANG)[0]:
+                    if time.monotonic() > reap_deadline:
+                        reap_when_it_exits(pid)
+                        break
                     time.sleep(0.005)
             except ChildProcessError:
                 pass

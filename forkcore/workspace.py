@@ -29,7 +29,7 @@ from . import criu, layers, memfile, paths
 from .accounting import TreeMemory, namespace_pids, pids_in_namespace, proc_stat, tree_memory
 from .capabilities import non_root_services_snapshot, user_namespace_missing
 from .init import MS_NODEV, device_nodes
-from .cgroups import WorkspaceCgroups
+from .cgroups import WorkspaceCgroups, reap_when_it_exits
 from .errors import (KernelFeatureMissing, NotRoot, RestoreFailed, ServiceDied, SnapshotError, SnapshotReleased,
                      WorkspaceDestroyed, WorkspaceError)
 from .versions import HostVersions, host_versions
@@ -494,11 +494,14 @@ class Workspace:
         # A clone's init, restored detached, is this process's child (a subreaper); so is a source's whose
         # `unshare` parent was killed before it.
         deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
+        while True:
             try:
                 if os.waitpid(self.init_pid, os.WNOHANG)[0]:
                     break
             except ChildProcessError:
+                break
+            if time.monotonic() > deadline:
+                reap_when_it_exits(self.init_pid)
                 break
             time.sleep(0.005)
         deadline = time.monotonic() + 20

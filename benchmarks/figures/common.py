@@ -24,7 +24,8 @@ def machine() -> dict:
 
 def write_figure(name: str, module, args, ours: dict, out: Path) -> dict:
     out.mkdir(parents=True, exist_ok=True)
-    rows = [{"what": what, "paper": theirs, "ours": mine, "ratio": round(mine / theirs, 3) if theirs else None}
+    rows = [{"what": what, "paper": theirs, "ours": mine,
+             "ratio": round(mine / theirs, 3) if theirs and mine is not None else None}
             for what, theirs, mine in module.vs_paper(ours, module.PAPER)]
     result = {"figure": name, "paper": module.PAPER, "ours": {**ours, "vs_paper": rows}, "machine": machine(),
               "args": asdict(args)}

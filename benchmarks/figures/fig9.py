@@ -22,8 +22,9 @@ def scale(a: Args) -> str:
 def run(a: Args, out: Path) -> dict:
     cfgs = training_run(a, out)["configs"]
     peaks = {name: c["peak_memory_mb"] for name, c in cfgs.items()}
+    base = peaks["base"]  # 0 when Base never rose above its start: no percentage then
     return {"peak_mb": peaks,
-            "over_base_pct": {n: round(100 * (p / peaks["base"] - 1), 1) for n, p in peaks.items()},
+            "over_base_pct": {n: round(100 * (p / base - 1), 1) if base > 0 else None for n, p in peaks.items()},
             "memory_over_time_mb": {n: c["memory_over_time_mb"] for n, c in cfgs.items()}}
 
 
@@ -40,7 +41,7 @@ def plot(r: dict, plt):
                 label=f"{LABELS[name]} (peak {ours['peak_mb'][name] / 1024:.2f} GB)")
     ax.set(xlabel="time (min)", ylabel="host memory above start (GB)", title="Working set over the training run")
     ax.legend(fontsize=8)
-    bars_vs_paper(bx, ours["over_base_pct"],
+    bars_vs_paper(bx, {n: v or 0.0 for n, v in ours["over_base_pct"].items()},
                   {"base": 0.0, "spec": paper["full_over_base_pct"], "cache_spec": paper["full_over_base_pct"]},
                   f"paper (+1 GiB on {paper['base_peak_gib']} GiB)", 0.0, "peak memory over Base (%)")
     fig.tight_layout(rect=(0, 0.04, 1, 1))

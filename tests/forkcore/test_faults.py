@@ -127,3 +127,43 @@ def test_reaping_orphaned_criu_helpers_never_takes_a_criu_this_process_runs(tmp_
         criu._finished(running)
         stray.kill()
         stray.wait()
+
+
+def test_a_namespace_init_that_dies_after_the_reap_deadline_is_still_reaped():
+    """kill_all waits 2 s to reap the tasks it killed. A pid namespace's init leaves its cgroup first and becomes
+    reapable only once the rest of its namespace has exited: here a task held frozen in another cgroup for 4 s,
+    as a loaded machine delays it. The init, this process's child (a subreaper, as for restored clones), must
+    still be reaped rather than left a zombie."""
+    import subprocess
+
+    from forkcore import workspace
+    from forkcore.accounting import proc_stat
+
+    workspace._set_subreaper()
+    killed, frozen = WorkspaceCgroups("fcreap-killed"), WorkspaceCgroups("fcreap-frozen")
+    ns = subprocess.Popen(["unshare", "--pid", "--fork", "sh", "-c", "sleep 600 & wait"])
+    try:
+        def children(pid: int) -> list[int]:
+            deadline = time.monotonic() + 10
+            while not (found := open(f"/proc/{pid}/task/{pid}/children").read().split()):
+                assert time.monotonic() < deadline, f"pid {pid} has no child"
+                time.sleep(0.01)
+            return [int(p) for p in found]
+
+        init = children(ns.pid)[0]
+        member = children(init)[0]
+        frozen.join(member)
+        frozen.freeze()
+        killed.join(init)
+        ns.kill()  # the init is now this process's child
+        ns.wait()
+        threading.Timer(4.0, frozen.thaw).start()
+        killed.kill_all()
+        time.sleep(6)
+        left = proc_stat(init)
+        assert left is None, f"the namespace's init is left in state {left[1][0]}"
+    finally:
+        frozen.thaw()
+        for cg in (killed, frozen):
+            cg.kill_all()
+            cg.remove()
