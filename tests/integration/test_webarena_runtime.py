@@ -63,7 +63,11 @@ def test_a_damaged_retained_snapshot_is_dropped_and_the_state_replayed(retain_al
         snap = node.snapshot_handle.snapshot
         image = max((snap.dir / "images").iterdir(), key=lambda p: p.stat().st_size)
         image.write_bytes(image.read_bytes()[: image.stat().st_size // 2])
-        runtime().standby.discard(snap)  # else a clone restored before the damage would be thawed
+        # The miss must read the damaged image: no clone restored before the damage, and replaying the prefix
+        # from the live workspace or a standby of the initial state priced above a restore (else the planner
+        # may rightly prefer them on a machine where restores are slow).
+        runtime().standby.discard(snap)
+        node.cost_s = node.parent.cost_s = 100.0
         env.reset()
         trace = [_digest(env.unwrapped.episode.last_obs)]
         for a in actions:
