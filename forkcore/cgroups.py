@@ -24,17 +24,25 @@ _V2_CANDIDATES = (Path("/sys/fs/cgroup/unified"), Path("/sys/fs/cgroup"))
 PTY_RULES = ("c 5:2 rwm", "c 136:* rwm")
 
 
-def reap_when_it_exits(pid: int) -> None:
-    """Wait for child `pid` on a daemon thread, so that a child that outlived its caller's deadline is still
-    reaped, not left a zombie. The init of a pid namespace is the slow case: it leaves its cgroup before it
-    has waited for the rest of its namespace, then becomes reapable, seconds later on a loaded machine."""
+def reap(pid: int, deadline: float) -> None:
+    """Reap child `pid` (no-op if it is not this process's child), polling until `deadline` (monotonic); one
+    not reapable by then is waited for on a daemon thread, so it is still reaped, never left a zombie. The init
+    of a pid namespace is the slow case: it leaves its cgroup before it has waited for the rest of its
+    namespace, then becomes reapable, seconds later on a loaded machine."""
     def wait() -> None:
         try:
             os.waitpid(pid, 0)
         except ChildProcessError:
             pass
 
-    threading.Thread(target=wait, name=f"reap-{pid}", daemon=True).start()
+    try:
+        while not os.waitpid(pid, os.WNOHANG)[0]:
+            if time.monotonic() > deadline:
+                threading.Thread(target=wait, name=f"reap-{pid}", daemon=True).start()
+                return
+            time.sleep(0.005)
+    except ChildProcessError:
+        pass
 
 
 def _v2_root() -> Path | None:
@@ -207,14 +215,7 @@ class WorkspaceCgroups:
         # cgroup before it is a zombie, so wait a little for each.
         reap_deadline = time.monotonic() + 2
         for pid in killed:
-            try:
-                while not os.waitpid(pid, os.WNOHANG)[0]:
-                    if time.monotonic() > reap_deadline:
-                        reap_when_it_exits(pid)
-                        break
-                    time.sleep(0.005)
-            except ChildProcessError:
-                pass
+            reap(pid, reap_deadline)
 
     def freeze(self) -> None:
         self._set(True)

@@ -29,7 +29,7 @@ from . import criu, layers, memfile, paths
 from .accounting import TreeMemory, namespace_pids, pids_in_namespace, proc_stat, tree_memory
 from .capabilities import non_root_services_snapshot, user_namespace_missing
 from .init import MS_NODEV, device_nodes
-from .cgroups import WorkspaceCgroups, reap_when_it_exits
+from .cgroups import WorkspaceCgroups, reap
 from .errors import (KernelFeatureMissing, NotRoot, RestoreFailed, ServiceDied, SnapshotError, SnapshotReleased,
                      WorkspaceDestroyed, WorkspaceError)
 from .versions import HostVersions, host_versions
@@ -493,17 +493,7 @@ class Workspace:
                 pass
         # A clone's init, restored detached, is this process's child (a subreaper); so is a source's whose
         # `unshare` parent was killed before it.
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                if os.waitpid(self.init_pid, os.WNOHANG)[0]:
-                    break
-            except ChildProcessError:
-                break
-            if time.monotonic() > deadline:
-                reap_when_it_exits(self.init_pid)
-                break
-            time.sleep(0.005)
+        reap(self.init_pid, time.monotonic() + 20)
         deadline = time.monotonic() + 20
         while pids_in_namespace(self._pidns) and time.monotonic() < deadline:  # until the namespace is empty
             time.sleep(0.01)
