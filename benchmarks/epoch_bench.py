@@ -222,7 +222,8 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
             predicted += s["matched"] + s["aborted"]
             started += s["predicted"]
         if tail is not None:
-            tail_steps = [a + b for a, b in zip(tail_steps, (tail.decisions["speculating"], tail.decisions["not_speculating"]))]
+            decided = (tail.decisions["speculating"], tail.decisions["not_speculating"])
+            tail_steps = [a + b for a, b in zip(tail_steps, decided)]
         recorded += [r.trajectory(it) for r in rollouts]
     wall = time.monotonic() - t_start
     pools1 = runtime().standby.stats()
@@ -237,7 +238,8 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
             "tail_steps_speculating_vs_not": tail_steps if use_spec else None,
             "cpu_busy_fraction": round(busy / max(total, 1), 3), "running_over_time": running,
             "memory_over_time_mb": memory, "standby_over_time": standby,
-            "standby": {k: pools1[k] - pools0[k] for k in ("hits", "misses", "opened", "shrunk", "evicted")}, "reward_per_iteration": iteration_rewards,
+            "standby": {k: pools1[k] - pools0[k] for k in ("hits", "misses", "opened", "shrunk", "evicted")},
+            "reward_per_iteration": iteration_rewards,
             "step_exec_s_p50_per_iteration": step_exec_p50, "step_exec_s_p50": round(statistics.median(exec_all), 4),
             "rewards": rewards,
             "actions": actions, "step_cache": step_cache, "iterations": iterations,

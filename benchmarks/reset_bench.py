@@ -107,6 +107,8 @@ def run(a: Args, progress: bool = True) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     task = a.task or DEFAULT_TASK[a.env]
     rt = runtime()
+    # start cold: pools left by earlier envs in this process would share the budget with this task's pool
+    rt.standby.close()
     configs = {"standby": time_resets(a, task, progress)}
     pools = rt.standby
     rt.standby = StandbyPools(0, 0)  # standby clones off
