@@ -63,6 +63,7 @@ class _Kept:
     pool: StandbyPool
     clone_bytes: int
     size: int  #: clones the budget lets it keep
+    task: str  #: the id of the initial snapshot of the task whose state it holds
 
 
 class StandbyPools:
@@ -75,6 +76,11 @@ class StandbyPools:
     more: pools give up their extra clones (least recently used first), then the new pool gets fewer, and
     only then is the least recently used pool closed. (Closing whole pools first made an epoch's tasks, which
     come back in turn, close each other's pools: every task's first resets found none ready.)
+
+    A task's pools together keep at most `per_snapshot` clones: a retained snapshot's pool gets one clone,
+    taken from the task's own pools (the one with most clones gives it up), and none where they keep one each.
+    So reuse never holds more frozen clones than resetting the task alone would (an epoch with the cache ran
+    up to 1 GB above one without, in pools of retained snapshots).
 
     Args:
         budget_bytes: memory all frozen clones may use ($BUNSHIN_STANDBY_BUDGET_MB, default 2048; 0: off).
@@ -94,32 +100,43 @@ class StandbyPools:
         self.hits = self.misses = 0
         self.opened = self.shrunk = self.evicted = 0  # pools started; given up clones for another; closed for one
 
-    def ensure(self, snapshot: Snapshot, backend: str) -> None:
-        """Start keeping frozen clones of `snapshot` (no-op if kept already or if the budget allows none)."""
+    def ensure(self, snapshot: Snapshot, backend: str, initial: Snapshot | None = None) -> None:
+        """Start keeping frozen clones of `snapshot` (no-op if kept already or if the budget allows none).
+        `initial`: the task's initial snapshot, where `snapshot` is a retained state of that task."""
         key = (snapshot.id, backend)
+        task = (initial or snapshot).id
         clone_bytes = max(1, snapshot.size_bytes())
         with self._lock:
             if key in self._pools:
                 self._pools.move_to_end(key)
                 return
             size = min(self.per_snapshot, self.budget_bytes // clone_bytes)
+            shrinking, closing = [], []
+            if task != snapshot.id and size >= 1:
+                siblings = [k for k in self._pools.values() if k.task == task]
+                size = 1
+                if sum(k.size for k in siblings) + size > self.per_snapshot:
+                    donor = max(siblings, key=lambda k: k.size, default=None)
+                    if donor is None or donor.size < 2:
+                        return
+                    donor.size -= 1
+                    shrinking.append((donor.pool, donor.size))
             if size < 1:
                 return
-            shrinking, closing = [], []
             for kept in self._pools.values():
                 if self._used() + size * clone_bytes <= self.budget_bytes:
                     break
                 if kept.size > 1:
                     kept.size = 1
-                    shrinking.append(kept.pool)
+                    shrinking.append((kept.pool, 1))
             while size > 1 and self._used() + size * clone_bytes > self.budget_bytes:
                 size -= 1
             while self._pools and self._used() + size * clone_bytes > self.budget_bytes:
                 closing.append(self._pools.popitem(last=False)[1].pool)
             self.shrunk += len(shrinking)
             self.evicted += len(closing)
-        for pool in shrinking:
-            pool.shrink(1)
+        for pool, to in shrinking:
+            pool.shrink(to)
         for pool in closing:
             pool.close()
         pool = StandbyPool(snapshot, size=size, backend=backend, refill_delay_s=self.REFILL_DELAY_S)
@@ -127,7 +144,7 @@ class StandbyPools:
             if key in self._pools:  # another thread made one meanwhile
                 closing = [pool]
             else:
-                self._pools[key] = _Kept(pool, clone_bytes, size)
+                self._pools[key] = _Kept(pool, clone_bytes, size, task)
                 self.opened += 1
                 closing = []
         for p in closing:

@@ -73,3 +73,16 @@ def test_a_snapshot_bigger_than_the_budget_gets_no_pool_and_closes_none(pools):
     pools.ensure(FakeSnapshot("a"), "ksm")
     pools.ensure(FakeSnapshot("huge", size_mb=500), "ksm")
     assert kept(pools) == {"a": 2}
+
+
+def test_a_task_keeps_no_more_frozen_clones_with_retained_snapshots_than_its_resets_alone_would(pools):
+    initial, hot, hotter = FakeSnapshot("initial"), FakeSnapshot("hot"), FakeSnapshot("hotter")
+    pools.ensure(initial, "ksm")
+    pools.ensure(hot, "ksm", initial=initial)  # the budget has room for it, the task's share has not
+    assert kept(pools) == {"initial": 1, "hot": 1}
+    assert pools._pools[("initial", "ksm")].pool.size == 1, "the initial pool gave its second clone up"
+    pools.ensure(hotter, "ksm", initial=initial)  # the task keeps one clone each of two states already
+    assert kept(pools) == {"initial": 1, "hot": 1}
+    other = FakeSnapshot("other")
+    pools.ensure(other, "ksm")  # another task's share is its own
+    assert kept(pools) == {"initial": 1, "hot": 1, "other": 2}
