@@ -14,6 +14,9 @@ remaining time, from the timings recorded in earlier iterations; all samples in 
 Rewards must be identical across configurations: the cache and speculation may change time, never results.
 
 Writes OUT/epoch.json = {"think_time", "args", "configs": {name: {"wall_s", "peak_memory_mb",
+"at_peak" (at the sample of the peak: t_s, rollouts_running, workspaces (alive, frozen clones included),
+frozen_clones, standby_reserved_mb and bench_process_rss_mb, the memory of this process: the prefix cache and
+the envs' bookkeeping),
 "hit_rate_per_iteration", "spec_accuracy", "speculations_started", "tail_steps_speculating_vs_not",
 "cpu_busy_fraction", "running_over_time", "memory_over_time_mb" (host memory above the configuration's start),
 "standby_over_time" ([t, frozen clones ready, MB the standby pools reserve]), "standby" (restores served by a
@@ -23,7 +26,8 @@ frozen clone or not: hits, misses; pools opened, shrunk or closed to make room f
 "actions" (each rollout's, in the order of "rewards"), "step_cache" (per rollout, how each step was served: its
 cache status, and for a step that restored a state "<status>:<source>+<calls replayed>"),
 "iterations" (each one's wall; its slowest rollout: steps, hits, think_s, exec_s, longest_step; its steps by
-cache status, and the seconds they waited for background snapshots and spent restoring), "think_floor_s"}},
+cache status, and the seconds they waited for background snapshots and spent restoring; restores by source;
+steps run alongside another env's identical call), "think_floor_s"}},
 "rewards_identical", "reward_differences" (each rollout whose reward differs from the first configuration's:
 where its actions first differ, None when they are the same, and how each configuration served its steps)}
 and OUT/epoch_*.png. The slowest rollout of an iteration is its critical path; "think_floor_s" (the sum over
@@ -37,6 +41,7 @@ from __future__ import annotations
 import collections
 import gc
 import json
+import os
 import statistics
 import threading
 import time
@@ -53,7 +58,7 @@ from bunshin_gym.rollout import (DriftingTracePolicy, StochasticTracePolicy, Tai
                                  run_rollouts)
 from bunshin_gym.speculation import (SelectorConfig, SpecToolSelector, TailConfig, TailSelector, TimingModel, Trajectory,
                                      TrajectoryStep)
-from forkcore import host_memory_used
+from forkcore import host_memory_used, live_workspaces
 
 CONFIGS = ("base", "cache", "spec", "cache_spec")
 
@@ -151,6 +156,7 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
                 for t, actions in oracles.items()]
     baseline = memory_once_freed()
     peak = [0]
+    at_peak: dict = {}  # what held memory when the peak was sampled
     running: list[list[float]] = []
     memory: list[list[float]] = []
     standby: list[list[float]] = []
@@ -170,7 +176,11 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
             memory.append([running[-1][0], round(used / 2**20, 1)])
             pools = runtime().standby.stats()
             standby.append([running[-1][0], pools["frozen"], pools["reserved_mb"]])
-            peak[0] = max(peak[0], used)
+            if used > peak[0]:
+                peak[0] = used
+                at_peak.update(t_s=running[-1][0], rollouts_running=alive[0], workspaces=live_workspaces(),
+                               frozen_clones=pools["frozen"], standby_reserved_mb=pools["reserved_mb"],
+                               bench_process_rss_mb=_own_rss_mb())
             time.sleep(0.5)
 
     mon = threading.Thread(target=sampler, daemon=True)
@@ -232,7 +242,8 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
     stop.set()
     mon.join()
     bar.close()
-    return {"wall_s": round(wall, 2), "peak_memory_mb": round(peak[0] / 2**20, 1), "hit_rate_per_iteration": hit_rates,
+    return {"wall_s": round(wall, 2), "peak_memory_mb": round(peak[0] / 2**20, 1), "at_peak": at_peak,
+            "hit_rate_per_iteration": hit_rates,
             "spec_accuracy": round(matched / predicted, 4) if use_spec and predicted else None,
             "speculations_started": started if use_spec else None,
             "tail_steps_speculating_vs_not": tail_steps if use_spec else None,
@@ -244,6 +255,11 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
             "rewards": rewards,
             "actions": actions, "step_cache": step_cache, "iterations": iterations,
             "think_floor_s": round(sum(i["longest_think_s"] for i in iterations), 2)}
+
+
+def _own_rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return round(int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20, 1)
 
 
 def memory_once_freed(max_s: float = 15.0, step_s: float = 0.5, still_mb: int = 16) -> int:
@@ -311,7 +327,9 @@ def critical_path(rollouts, wall_s: float) -> dict:
                             "cache": slow.step_costs[longest]["cache"] if slow.step_costs else None}},
             "steps_by_cache_status": dict(collections.Counter(str(c["cache"]) for c in costs)),
             "background_wait_s": round(sum(c["background_wait_s"] for c in costs), 2),
-            "restore_s": round(sum(c["restore_s"] for c in costs), 2)}
+            "restore_s": round(sum(c["restore_s"] for c in costs), 2),
+            "restores_by_source": dict(collections.Counter(c["restore"]["source"] for c in costs if c["restore"])),
+            "ran_alongside": sum(c.get("ran_alongside", False) for c in costs)}
 
 
 def plot(result: dict, out: Path) -> None:

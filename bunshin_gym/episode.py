@@ -2,9 +2,10 @@
 
 A step is looked up in the tree by the whole action history (hit: the recorded result, nothing runs);
 a miss claims the call (single flight across envs), materialises the live workspace at the parent state
-through the `Restorer`, executes, and records the result. The episode also evaluates (terminal steps and
-truncation), retains states the snapshot policy picks, starts speculation, keeps the live workspace in step
-with cache hits in the background, and forks itself. A replay that no longer gives what was recorded (a
+through the `Restorer`, executes, and records the result. An env whose live workspace already holds the
+state a call in flight elsewhere starts from runs it too (lockstep rollouts), so it need not catch up after.
+The episode also evaluates (terminal steps and truncation), retains states the snapshot policy picks, starts
+speculation, keeps the live workspace in step with cache hits in the background, and forks itself. A replay that no longer gives what was recorded (a
 timing-dependent app) drops that part of the tree and the calls are executed again.
 
 Failures (BunshinRL's "a cache hit must mean the same thing as executing"): nothing that failed is ever
@@ -111,28 +112,64 @@ class Episode:
         shared = self.runtime.shared_records
         for i, sig in enumerate(calls):  # normally one call: this step
             prefix = history[:len(history) - len(calls) + i + 1]
+            alongside = self._run_alongside(node, sig, diag)
             with self.tree.acquire_miss(node, sig, timeout=self.call_timeout_s + 60) as claim:
                 if not claim.leader:
+                    if alongside is not None:
+                        self._keep_alongside(claim.node, alongside[0], diag)
                     node, step = claim.node, claim.result
                     diag["cache"] = "waited"
                     continue
                 found = shared.get(self.tree.key, prefix) \
-                    if shared is not None and not self._local_only(node, sig) else None
+                    if shared is not None and alongside is None and not self._local_only(node, sig) else None
                 if found is not None:  # executed on another node: a hit; the live workspace stays where it is
                     step, exec_s = found
                     node = claim.complete(step, exec_s)
                     diag["cache"], diag["shared_record"] = "hit", True
                     continue
-                self._live(node, diag)
-                t0 = time.monotonic()
-                step = self.execute(self.restorer.workspace, sig)
-                exec_s = time.monotonic() - t0
+                if alongside is not None:  # the env it ran alongside failed: this run is the record
+                    step, exec_s = alongside
+                else:
+                    self._live(node, diag)
+                    t0 = time.monotonic()
+                    step = self.execute(self.restorer.workspace, sig)
+                    exec_s = time.monotonic() - t0
                 node = claim.complete(step, exec_s)
                 self.restorer.node = node
                 diag["cache"] = "miss"
                 if shared is not None:
                     shared.put(self.tree.key, prefix, step, exec_s)
         return node, step
+
+    def _run_alongside(self, node: Node, signature: str, diag: dict) -> tuple[CachedStep, float] | None:
+        """Where another env is executing this very call from `node`'s state and this episode's live workspace
+        holds that state too (a group's rollouts in lockstep), execute it here as well, as without the cache,
+        instead of waiting and then catching up in the background (a replay or a restore the next step may
+        have to wait for). Returns (result, seconds) or None where it did not run (or failed: then the live
+        workspace is dropped and the episode waits for the other env's record as usual)."""
+        if self.tree.is_readonly(signature) or not self.tree.is_in_flight(node, signature):
+            return None
+        self.restorer.wait_background()
+        if not self.restorer.holds(node):
+            return None
+        t0 = time.monotonic()
+        try:
+            step = self.execute(self.restorer.workspace, signature)
+        except (ForkcoreError, EvaluationUnavailable) as e:
+            log.info("task %s: a call run alongside another env's failed here (%s); waiting for its record",
+                     self.task.id, e)
+            self.restorer.drop()
+            return None
+        diag["ran_alongside"] = True
+        return step, time.monotonic() - t0
+
+    def _keep_alongside(self, node: Node, ours: CachedStep, diag: dict) -> None:
+        """The live workspace holds `node` after running its call alongside, if it got what was recorded."""
+        if self.restorer.matches(node, ours):
+            self.restorer.node = node
+        else:  # the app answered differently here (timing): the tree's record stands, this state is dropped
+            diag["alongside_differed"] = True
+            self.restorer.drop()
 
     def _local_only(self, node: Node, signature: str) -> bool:
         """Whether the state `signature` leads to from `node` is at or below a path this machine must execute

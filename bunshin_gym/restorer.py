@@ -24,7 +24,7 @@ import numpy as np
 from forkcore import RestoreFailed, SnapshotError, Workspace
 
 from .adapter import EnvAdapter, Task
-from .cache import Node, PrefixTree
+from .cache import CachedStep, Node, PrefixTree
 from .runtime import Runtime, TreeSnapshot
 
 if TYPE_CHECKING:
@@ -159,7 +159,7 @@ class Restorer:
         if isinstance(handle, TreeSnapshot):
             handle.restores += 1
             if handle.restores >= 2:
-                self.runtime.standby.ensure(snap, self.backend)
+                self.runtime.standby.ensure(snap, self.backend, initial=self.task_snapshot.snapshot)
 
     def _replay(self, ws: Workspace, ancestor: Node, calls: tuple[str, ...]) -> Node | None:
         """Run the recorded calls from `ancestor`, checking each answer against the recording
@@ -182,6 +182,12 @@ class Restorer:
             else:
                 self._check(n, {"last_action_error": self.adapter.decode_error(raw)}, ("last_action_error",))
         return n if calls and not observe and n.result is not None else None
+
+    def matches(self, n: Node, got: CachedStep) -> bool:
+        """Whether `got`, executed here, is what `n` recorded (the fields a replay must reproduce)."""
+        keys = self.adapter.exact_fields or tuple(n.result.observation)
+        return (got.reward, got.terminated) == (n.result.reward, n.result.terminated) and \
+            all(_same(got.observation.get(k), n.result.observation.get(k)) for k in keys)
 
     def _check(self, n: Node, got: dict, keys) -> None:
         for key in keys:

@@ -9,12 +9,12 @@ from .errors import (BackendUnavailable, CriuUnavailable, ExecutorError, Executo
                      WorkspaceDestroyed, WorkspaceError)
 from .spec import ServiceSpec, WorkspaceSpec, validate_spec
 from .versions import HostVersions, host_versions
-from .workspace import Snapshot, Workspace
+from .workspace import Snapshot, Workspace, live_workspaces
 
 __all__ = [
     "ALL_BACKENDS", "AUTO_ORDER", "BackendUnavailable", "CriuUnavailable", "ExecutorError", "ExecutorUnreachable",
     "ForkcoreError", "HostVersions", "KernelFeatureMissing", "NotRoot", "RestoreFailed", "ServiceDied", "ServiceSpec", "Snapshot",
     "SnapshotError", "SnapshotReleased", "TreeMemory", "Workspace", "WorkspaceDestroyed", "WorkspaceError",
     "WorkspaceSpec", "backend_report", "get_backend", "host_memory_used", "host_versions", "tree_memory",
-    "validate_spec",
+    "live_workspaces", "validate_spec",
 ]

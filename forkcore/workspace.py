@@ -54,6 +54,11 @@ exit 0
 _LIVE: "weakref.WeakSet[Workspace]" = weakref.WeakSet()
 
 
+def live_workspaces() -> int:
+    """Workspaces of this process not destroyed yet (frozen ones included)."""
+    return sum(not ws._destroyed for ws in list(_LIVE))
+
+
 @atexit.register
 def _destroy_live_workspaces() -> None:
     """Workspaces the program forgot to destroy die with it: no process or mount outlives the host process."""

@@ -665,6 +665,11 @@ class PrefixTree:
         with self._lock:
             return len(self._flights)
 
+    def is_in_flight(self, parent: Node, signature: str) -> bool:
+        """Whether a leader is executing ``signature`` from ``parent``'s state now (see `acquire_miss`)."""
+        with self._lock:
+            return (id(parent), signature) in self._flights
+
     def _result_of(self, parent: Node, signature: str, node: Node) -> CachedStep:
         if node is parent and signature in parent.side:
             return parent.side[signature].result

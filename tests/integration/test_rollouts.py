@@ -56,12 +56,17 @@ def test_epoch_benchmark_rewards_are_identical_across_configurations(tmp_path):
     assert speculating > 0 and speculating + not_speculating == sum(map(len, cfgs["spec"]["actions"]))
     for c in cfgs.values():  # each iteration's critical path: its slowest rollout, within the iteration's wall
         assert len(c["iterations"]) == 2 and 0 < c["think_floor_s"] < c["wall_s"]
+        assert c["peak_memory_mb"] <= 0 or (c["at_peak"]["bench_process_rss_mb"] > 0
+                                            and c["at_peak"]["workspaces"] >= 0), c["at_peak"]
         for it in c["iterations"]:
             slow = it["slowest"]
             assert slow["think_s"] <= it["longest_think_s"] and slow["other_s"] >= 0
             assert slow["think_s"] + slow["exec_s"] + slow["other_s"] <= it["wall_s"] + 0.05
             assert 0 < slow["longest_step"]["exec_s"] <= slow["exec_s"]
             assert it["background_wait_s"] >= 0 and it["restore_s"] >= 0
+            assert it["ran_alongside"] <= it["steps_by_cache_status"].get("waited", 0) + \
+                it["steps_by_cache_status"].get("miss", 0)
+            assert sum(it["restores_by_source"].values()) <= sum(it["steps_by_cache_status"].values())
         assert sum(n for it in c["iterations"] for n in it["steps_by_cache_status"].values()) == sum(map(len, c["actions"]))
     assert "hit" not in cfgs["base"]["iterations"][1]["steps_by_cache_status"]
     assert cfgs["cache"]["iterations"][1]["steps_by_cache_status"]["hit"] > 0

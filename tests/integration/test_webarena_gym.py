@@ -126,6 +126,48 @@ def test_fork_gives_isolated_envs_in_the_same_state():
         env.close()
 
 
+def test_an_env_in_lockstep_runs_the_call_in_flight_too_and_goes_on_from_its_own_workspace():
+    """Two group rollouts at the same state take the same action: the second runs it as well rather than wait
+    and catch up afterwards, gets the recorded result, and its next step runs where it is: nothing restored."""
+    import threading
+    import time
+
+    from bunshin_gym.env import reset_prefix_cache
+
+    reset_prefix_cache()  # earlier tests recorded this task's oracle
+    a, b = (gym.make("BunshinWebArena-v0", task_id=TASK, diagnostics=True) for _ in range(2))
+    ws_a = None
+    try:
+        for env in (a, b):
+            env.reset()
+            env.unwrapped.live_workspace()  # both hold the initial state, as lockstep rollouts do
+        adapter = a.unwrapped.adapter
+        first, second = adapter.oracle_actions(adapter.load_task(TASK))[:2]
+        ws_a, tree = a.unwrapped.live_workspace(), a.unwrapped.episode.tree
+        stepped: dict = {}
+        leader = threading.Thread(target=lambda: stepped.update(a=a.step(first)))
+        leader.start()
+        deadline = time.monotonic() + 30
+        while not tree.is_in_flight(tree.root, adapter.canonical_action(first)):
+            assert time.monotonic() < deadline and leader.is_alive(), "a's call never was in flight"
+            time.sleep(0.002)
+        ws_a._cgroups.freeze()  # a's call stays in flight (frozen mid-call) until thawed
+        threading.Timer(3.0, ws_a._cgroups.thaw).start()
+        obs_b, *_, info_b = b.step(first)
+        leader.join(60)
+        diag_b = info_b["bunshin"]
+        assert diag_b["cache"] == "waited" and diag_b.get("ran_alongside"), diag_b
+        assert "alongside_differed" not in diag_b and "restore" not in diag_b, diag_b
+        assert _digest(obs_b) == _digest(stepped["a"][0]), "b was served a's record"
+        *_, info_b = b.step(second)
+        assert info_b["bunshin"]["cache"] == "miss" and "restore" not in info_b["bunshin"], info_b["bunshin"]
+    finally:
+        if ws_a is not None and ws_a.alive:
+            ws_a._cgroups.thaw()
+        a.close()
+        b.close()
+
+
 def test_a_forked_env_opens_new_tabs_in_its_restored_browser():
     """new_tab + goto in a clone, with the cache off so the step really runs: each new tab is a new renderer
     forked by the restored Chromium (what crashed with Chromium 156 on PKU CPUs)."""
