@@ -5,8 +5,9 @@ a miss claims the call (single flight across envs), materialises the live worksp
 through the `Restorer`, executes, and records the result. An env whose live workspace already holds the
 state a call in flight elsewhere starts from runs it too (lockstep rollouts), so it need not catch up after.
 The episode also evaluates (terminal steps and truncation), retains states the snapshot policy picks, starts
-speculation, keeps the live workspace in step with cache hits in the background, and forks itself. A replay that no longer gives what was recorded (a
-timing-dependent app) drops that part of the tree and the calls are executed again.
+speculation, keeps the live workspace in step with cache hits in the background, and forks itself. A replay
+that no longer gives what was recorded (a timing-dependent app) drops that part of the tree and the calls are
+executed again.
 
 Failures (BunshinRL's "a cache hit must mean the same thing as executing"): nothing that failed is ever
 recorded or left in the history. A handler error or a timed-out / unreachable executor comes back as

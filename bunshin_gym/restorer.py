@@ -177,23 +177,29 @@ class Restorer:
             if n.result is None:
                 continue
             if observe:
-                self._check(n, self.adapter.decode(raw, self.task).observation,
-                            self.adapter.exact_fields or tuple(n.result.observation))
+                self._check(n, self.adapter.decode(raw, self.task).observation, self._fields(n))
             else:
                 self._check(n, {"last_action_error": self.adapter.decode_error(raw)}, ("last_action_error",))
         return n if calls and not observe and n.result is not None else None
 
+    def _fields(self, n: Node) -> tuple[str, ...]:
+        """The observation fields a replay must reproduce (`EnvAdapter.exact_fields`; all where None)."""
+        return self.adapter.exact_fields or tuple(n.result.observation)
+
+    @staticmethod
+    def _differing(n: Node, got: dict, keys) -> str | None:
+        return next((k for k in keys if not _same(got.get(k), n.result.observation.get(k))), None)
+
     def matches(self, n: Node, got: CachedStep) -> bool:
         """Whether `got`, executed here, is what `n` recorded (the fields a replay must reproduce)."""
-        keys = self.adapter.exact_fields or tuple(n.result.observation)
         return (got.reward, got.terminated) == (n.result.reward, n.result.terminated) and \
-            all(_same(got.observation.get(k), n.result.observation.get(k)) for k in keys)
+            self._differing(n, got.observation, self._fields(n)) is None
 
     def _check(self, n: Node, got: dict, keys) -> None:
-        for key in keys:
-            if not _same(got.get(key), n.result.observation.get(key)):
-                self.stats["diverged"] += 1
-                raise ReplayDiverged(n, key)
+        key = self._differing(n, got, keys)
+        if key is not None:
+            self.stats["diverged"] += 1
+            raise ReplayDiverged(n, key)
 
     def _verify_live(self) -> None:
         """Observe the state an unobserved replay reached and check it against the recording (its calls'
@@ -206,8 +212,7 @@ class Restorer:
         try:
             got = self.adapter.decode(self.workspace.call(method, timeout=self.call_timeout_s, **params),
                                       self.task).observation
-            self._check(n, got, [k for k in self.adapter.exact_fields or tuple(n.result.observation)
-                                 if k != "last_action_error"])
+            self._check(n, got, [k for k in self._fields(n) if k != "last_action_error"])
         except BaseException:
             self._destroy_live()
             raise

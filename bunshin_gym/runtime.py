@@ -111,7 +111,8 @@ class StandbyPools:
                 self._pools.move_to_end(key)
                 return
             size = min(self.per_snapshot, self.budget_bytes // clone_bytes)
-            shrinking, closing = [], []
+            shrinking: dict[StandbyPool, int] = {}  # pool -> the clones it keeps from now on
+            closing = []
             if task != snapshot.id and size >= 1:
                 siblings = [k for k in self._pools.values() if k.task == task]
                 size = 1
@@ -120,7 +121,7 @@ class StandbyPools:
                     if donor is None or donor.size < 2:
                         return
                     donor.size -= 1
-                    shrinking.append((donor.pool, donor.size))
+                    shrinking[donor.pool] = donor.size
             if size < 1:
                 return
             for kept in self._pools.values():
@@ -128,14 +129,14 @@ class StandbyPools:
                     break
                 if kept.size > 1:
                     kept.size = 1
-                    shrinking.append((kept.pool, 1))
+                    shrinking[kept.pool] = 1
             while size > 1 and self._used() + size * clone_bytes > self.budget_bytes:
                 size -= 1
             while self._pools and self._used() + size * clone_bytes > self.budget_bytes:
                 closing.append(self._pools.popitem(last=False)[1].pool)
             self.shrunk += len(shrinking)
             self.evicted += len(closing)
-        for pool, to in shrinking:
+        for pool, to in shrinking.items():
             pool.shrink(to)
         for pool in closing:
             pool.close()
