@@ -24,7 +24,8 @@ frozen clone or not: hits, misses; pools opened, shrunk or closed to make room f
 "reward_per_iteration" (mean), "step_exec_s_p50_per_iteration" (median seconds of one step() call) and
 "step_exec_s_p50" (over all steps), "rewards",
 "actions" (each rollout's, in the order of "rewards"), "step_cache" (per rollout, how each step was served: its
-cache status, and for a step that restored a state "<status>:<source>+<calls replayed>"),
+cache status, for a step that restored a state "<status>:<source>+<calls replayed>", for one that failed
+"error: <its last_action_error>"),
 "iterations" (each one's wall; its slowest rollout: steps, hits, think_s, exec_s, longest_step; its steps by
 cache status, and the seconds they waited for background snapshots and spent restoring; restores by source;
 steps run alongside another env's identical call), "think_floor_s"}},
@@ -280,7 +281,10 @@ def memory_once_freed(max_s: float = 15.0, step_s: float = 0.5, still_mb: int = 
 
 def served(cost: dict) -> str:
     """How one step was served: its cache status, and where it restored a state, from what and with how many
-    calls replayed (e.g. "miss:snapshot+2")."""
+    calls replayed (e.g. "miss:snapshot+2"); a step that failed with its error (e.g. "error: ExecutorUnreachable:
+    ...": nothing was applied, so a reward that differs after it is explained)."""
+    if cost.get("error"):
+        return f"error: {cost['error'][:200]}"
     restore = cost.get("restore")
     return f"{cost['cache']}:{restore['source']}+{restore['replayed']}" if restore else str(cost["cache"])
 

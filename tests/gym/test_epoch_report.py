@@ -34,3 +34,10 @@ def test_a_step_is_described_by_its_status_and_any_restore():
     assert served({"cache": "hit", "restore": None}) == "hit"
     assert served({"cache": "miss", "restore": {"source": "standby", "replayed": 3, "s": 0.2}}) == "miss:standby+3"
     assert served({"cache": None, "restore": None}) == "None"
+
+
+def test_a_failed_step_is_reported_with_its_error():
+    assert served({"cache": "error", "restore": None, "error": "ExecutorUnreachable: call timed out"}) == \
+        "error: ExecutorUnreachable: call timed out"
+    assert served({"cache": "miss", "restore": {"source": "standby", "replayed": 4}, "error": None}) == \
+        "miss:standby+4"
