@@ -84,7 +84,8 @@ def prepare(s: DesktopSession, apps: list[str] | tuple[str, ...] = CORE_APPS) ->
         s.wait_window("Terminal", timeout=30)
     if "gimp" in apps:
         s.launch("gimp", _image(s, "restore-source"))
-        s.wait_window("GNU Image Manipulation Program", timeout=120)
+        # the image window's title: "GNU Image Manipulation Program" is only shown until the image has loaded
+        s.wait_window("[restore-source]", timeout=120)
     if "vlc" in apps:
         s.launch("vlc", "--loop", _tone(s))  # its web interface is on in the seeded vlcrc
         _wait(lambda: _vlc_status(s).get("state") == "playing", 60)
