@@ -15,8 +15,8 @@ Rewards must be identical across configurations: the cache and speculation may c
 
 Writes OUT/epoch.json = {"think_time", "args", "configs": {name: {"wall_s", "peak_memory_mb",
 "at_peak" (at the sample of the peak: t_s, rollouts_running, workspaces (alive, frozen clones included),
-frozen_clones, standby_reserved_mb and bench_process_rss_mb, the memory of this process: the prefix cache and
-the envs' bookkeeping),
+frozen_clones, standby_reserved_mb, bench_process_rss_mb, the memory of this process: the prefix cache and
+the envs' bookkeeping, and ksm_saved_mb, what KSM's merging saved host-wide),
 "hit_rate_per_iteration", "spec_accuracy", "speculations_started", "tail_steps_speculating_vs_not",
 "cpu_busy_fraction", "running_over_time", "memory_over_time_mb" (host memory above the configuration's start),
 "standby_over_time" ([t, frozen clones ready, MB the standby pools reserve]), "standby" (restores served by a
@@ -60,6 +60,7 @@ from bunshin_gym.rollout import (DriftingTracePolicy, StochasticTracePolicy, Tai
 from bunshin_gym.speculation import (SelectorConfig, SpecToolSelector, TailConfig, TailSelector, TimingModel, Trajectory,
                                      TrajectoryStep)
 from forkcore import host_memory_used, live_workspaces
+from forkcore.backends import KSM_DIR
 
 CONFIGS = ("base", "cache", "spec", "cache_spec")
 
@@ -181,7 +182,7 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
                 peak[0] = used
                 at_peak.update(t_s=running[-1][0], rollouts_running=alive[0], workspaces=live_workspaces(),
                                frozen_clones=pools["frozen"], standby_reserved_mb=pools["reserved_mb"],
-                               bench_process_rss_mb=_own_rss_mb())
+                               bench_process_rss_mb=_own_rss_mb(), ksm_saved_mb=_ksm_saved_mb())
             time.sleep(0.5)
 
     mon = threading.Thread(target=sampler, daemon=True)
@@ -261,6 +262,14 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
 def _own_rss_mb() -> float:
     with open("/proc/self/statm") as f:
         return round(int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20, 1)
+
+
+def _ksm_saved_mb() -> float | None:
+    """Memory KSM saves now (pages_sharing); None without KSM."""
+    try:
+        return round(int((KSM_DIR / "pages_sharing").read_text()) * os.sysconf("SC_PAGE_SIZE") / 2**20, 1)
+    except (OSError, ValueError):
+        return None
 
 
 def memory_once_freed(max_s: float = 15.0, step_s: float = 0.5, still_mb: int = 16) -> int:

@@ -22,7 +22,8 @@ Model. A multinomial logistic regression (scikit-learn) over hashed sparse featu
 An end-of-rollout label (``EOS``) is learned too, so a chain stops where rollouts usually stop.
 
 Fallback. `NGramBackoff`: counts of the next call after the last ``order-1`` calls (task-specific first,
-then across tasks), backing off to shorter contexts (stupid backoff, factor 0.4). It is used when fewer
+then across tasks), backing off to shorter contexts (stupid backoff, factor 0.4), with 1/(N+1) of the
+probability left for an unseen call after a context seen N times. It is used when fewer
 than ``min_train_examples`` training examples exist, and can be forced with ``source="ngram"`` (that is the
 baseline `evaluate` compares against).
 """
@@ -186,9 +187,15 @@ class NGramBackoff:
                     self.counts[(task_id, ctx)][nxt] += 1
 
     def distribution(self, history: Sequence[str], task_id: str | None = None, top: int = 16) -> list[tuple[str, float]]:
-        """``[(signature, prob)]`` best first (may include `EOS`); empty if nothing was ever seen."""
+        """``[(signature, prob)]`` best first (may include `EOS`); empty if nothing was ever seen.
+
+        The probabilities sum to N/(N+1), N the number of times the most specific context matched was seen:
+        1/(N+1) is left for a continuation never seen there (PPM's escape, method A). A context seen once
+        predicts its call with 0.5, not 1: the speculator weighs a run-ahead by it.
+        """
         scores: dict[str, float] = {}
         weight = 1.0
+        evidence = 0
         for m in range(min(self.order - 1, len(history)), -1, -1):
             ctx = tuple(history[len(history) - m:]) if m else ()
             keys = ([(task_id, ctx)] if self.use_task_id and task_id is not None else []) + [(None, ctx)]
@@ -197,6 +204,7 @@ class NGramBackoff:
                 if not c:
                     continue
                 total = sum(c.values())
+                evidence = evidence or total
                 for sig, cnt in c.most_common(top):
                     if sig not in scores:
                         scores[sig] = weight * cnt / total
@@ -206,7 +214,8 @@ class NGramBackoff:
         z = sum(scores.values())
         if not z:
             return []
-        return sorted(((s, v / z) for s, v in scores.items()), key=lambda x: -x[1])[:top]
+        seen = evidence / (evidence + 1)
+        return sorted(((s, v / z * seen) for s, v in scores.items()), key=lambda x: -x[1])[:top]
 
 
 class SpecToolSelector:

@@ -177,6 +177,19 @@ def test_two_class_model_predicts_like_sklearn():
         assert np.allclose(sel._proba(f), ref)
 
 
+def test_the_ngram_fallback_is_only_as_sure_as_its_evidence():
+    """A context seen once must not predict its call with certainty: the speculator weighs a run-ahead (and a
+    mismatch's restore) by this probability, and one oracle trajectory says little about a sampled policy."""
+    oracle = Trajectory.from_signatures("t", ["open(a)", "click(b)", "type(c)"])
+    once = SpecToolSelector(SelectorConfig(model="ngram")).fit([oracle])
+    assert sum(p for _, p in once.fallback.distribution(["open(a)"], "t")) == pytest.approx(1 / 2)
+    assert once.predict(["open(a)"], "t")[0].signature == "click(b)"
+    assert 0.4 < once.predict(["open(a)"], "t")[0].prob <= 0.5
+    often = SpecToolSelector(SelectorConfig(model="ngram")).fit([oracle] * 4)
+    assert sum(p for _, p in often.fallback.distribution(["open(a)"], "t")) == pytest.approx(4 / 5)
+    assert 0.7 < often.predict(["open(a)"], "t")[0].prob <= 0.8
+
+
 def test_idle_cpus_reads_the_idle_share_of_proc_stat_since_the_oldest_sample(tmp_path):
     from bunshin_gym.runtime import IdleCpus
 
