@@ -16,8 +16,12 @@ Rewards must be identical across configurations: the cache and speculation may c
 Writes OUT/epoch.json = {"think_time", "args", "configs": {name: {"wall_s", "peak_memory_mb",
 "at_peak" (at the sample of the peak: t_s, rollouts_running, workspaces (alive, frozen clones included),
 frozen_clones, standby_reserved_mb, bench_process_rss_mb, the memory of this process: the prefix cache and
-the envs' bookkeeping, and ksm_saved_mb, what KSM's merging saved host-wide),
-"hit_rate_per_iteration", "spec_accuracy", "speculations_started", "tail_steps_speculating_vs_not",
+the envs' bookkeeping, ksm_saved_mb, what KSM's merging saved host-wide, and meminfo_mb, the growth of
+/proc/meminfo's AnonPages, Shmem, SUnreclaim, PageTables and KernelStack since the configuration started, and
+"other", the used memory's growth none of them explains),
+"hit_rate_per_iteration", "spec_accuracy", "speculations_started", "speculations_skipped" (chains the
+speculator did not start: a mismatch's restore and replay were expected to cost more than a match hides),
+"tail_steps_speculating_vs_not",
 "cpu_busy_fraction", "running_over_time", "memory_over_time_mb" (host memory above the configuration's start),
 "standby_over_time" ([t, frozen clones ready, MB the standby pools reserve]), "standby" (restores served by a
 frozen clone or not: hits, misses; pools opened, shrunk or closed to make room for another),
@@ -60,6 +64,7 @@ from bunshin_gym.rollout import (DriftingTracePolicy, StochasticTracePolicy, Tai
 from bunshin_gym.speculation import (SelectorConfig, SpecToolSelector, TailConfig, TailSelector, TimingModel, Trajectory,
                                      TrajectoryStep)
 from forkcore import host_memory_used, live_workspaces
+from forkcore.accounting import meminfo
 from forkcore.backends import KSM_DIR
 
 CONFIGS = ("base", "cache", "spec", "cache_spec")
@@ -157,6 +162,7 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
     recorded = [Trajectory(t, tuple(TrajectoryStep(adapter.canonical_action(a)) for a in actions))
                 for t, actions in oracles.items()]
     baseline = memory_once_freed()
+    meminfo0 = meminfo()
     peak = [0]
     at_peak: dict = {}  # what held memory when the peak was sampled
     running: list[list[float]] = []
@@ -182,12 +188,14 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
                 peak[0] = used
                 at_peak.update(t_s=running[-1][0], rollouts_running=alive[0], workspaces=live_workspaces(),
                                frozen_clones=pools["frozen"], standby_reserved_mb=pools["reserved_mb"],
-                               bench_process_rss_mb=_own_rss_mb(), ksm_saved_mb=_ksm_saved_mb())
+                               bench_process_rss_mb=_own_rss_mb(), ksm_saved_mb=_ksm_saved_mb(),
+                               meminfo_mb=_meminfo_grown_mb(meminfo0))
             time.sleep(0.5)
 
     mon = threading.Thread(target=sampler, daemon=True)
     mon.start()
-    hit_rates, rewards, actions, step_cache, matched, predicted, started, tail_steps = [], [], [], [], 0, 0, 0, [0, 0]
+    hit_rates, rewards, actions, step_cache, tail_steps = [], [], [], [], [0, 0]
+    matched = predicted = started = skipped = 0
     iterations, iteration_rewards, step_exec_p50, exec_all = [], [], [], []
     bar = tqdm(total=args.iterations * len(tasks) * args.group, desc=config, unit="rollout", disable=not progress)
     for it in range(args.iterations):
@@ -233,6 +241,7 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
             matched += s["matched"]
             predicted += s["matched"] + s["aborted"]
             started += s["predicted"]
+            skipped += s["skipped"]
         if tail is not None:
             decided = (tail.decisions["speculating"], tail.decisions["not_speculating"])
             tail_steps = [a + b for a, b in zip(tail_steps, decided)]
@@ -248,6 +257,7 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
             "hit_rate_per_iteration": hit_rates,
             "spec_accuracy": round(matched / predicted, 4) if use_spec and predicted else None,
             "speculations_started": started if use_spec else None,
+            "speculations_skipped": skipped if use_spec else None,
             "tail_steps_speculating_vs_not": tail_steps if use_spec else None,
             "cpu_busy_fraction": round(busy / max(total, 1), 3), "running_over_time": running,
             "memory_over_time_mb": memory, "standby_over_time": standby,
@@ -262,6 +272,16 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
 def _own_rss_mb() -> float:
     with open("/proc/self/statm") as f:
         return round(int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20, 1)
+
+
+def _meminfo_grown_mb(since: dict[str, int]) -> dict[str, float]:
+    """What grew since `since` in the kinds of memory the host's used memory is made of; "other": the growth
+    of used memory none of them explains (e.g. pipe and socket buffers, driver memory)."""
+    now = meminfo()
+    grown = {k: (now.get(k, 0) - since.get(k, 0)) / 2**20
+             for k in ("AnonPages", "Shmem", "SUnreclaim", "PageTables", "KernelStack")}
+    grown["other"] = (host_memory_used(now) - host_memory_used(since)) / 2**20 - sum(grown.values())
+    return {k: round(v, 1) for k, v in grown.items()}
 
 
 def _ksm_saved_mb() -> float | None:

@@ -52,6 +52,7 @@ class Speculator:
         self.filter: Callable[[str], bool] | None = None
         self.stats = SpeculationStats()
         self.adopted = 0
+        self.skipped = 0  # chains not started: a mismatch was expected to cost more than a match saves
         self._run: _Run | None = None
 
     def start(self, tree: PrefixTree, task_id: str, history: list[str], node: Node, lend: Callable,
@@ -75,6 +76,7 @@ class Speculator:
         exec_s = tree.expected_cost_s(preds[0].signature, node.cost_s)
         mismatch_s = tree.policy.est_restore_s + replay_s
         if p * exec_s <= (1.0 - p) * mismatch_s:
+            self.skipped += 1
             diag["speculation"] = {"skipped": f"p={p:.2f} x exec {exec_s:.2f}s <= {1 - p:.2f} x mismatch "
                                               f"{mismatch_s:.2f}s"}
             return False
@@ -158,6 +160,7 @@ class Speculator:
 
     @property
     def counters(self) -> dict:
-        """`BunshinEnv.spec_stats`: chains started ("predicted"), calls matched, chains aborted, adopted."""
+        """`BunshinEnv.spec_stats`: chains started ("predicted"), calls matched, chains aborted, adopted, and
+        chains not started because they were not expected to pay ("skipped")."""
         return {"adopted": self.adopted, "aborted": self.stats.aborted, "predicted": self.stats.chains,
-                "matched": self.stats.matched}
+                "matched": self.stats.matched, "skipped": self.skipped}

@@ -89,11 +89,12 @@ def meminfo() -> dict[str, int]:
     return out
 
 
-def host_memory_used() -> int:
-    """Bytes in use on the host as free(1) counts them: total - free - buffers - reclaimable cache.
+def host_memory_used(m: dict[str, int] | None = None) -> int:
+    """Bytes in use on the host as free(1) counts them: total - free - buffers - reclaimable cache (of `m`, a
+    `meminfo()` reading, else now).
 
     tmpfs/shared memory (Shmem) stays counted as used, so memfile-backed snapshots are not hidden.
     """
-    m = meminfo()
+    m = m if m is not None else meminfo()
     cache = m.get("Cached", 0) + m.get("SReclaimable", 0) - m.get("Shmem", 0)
     return m["MemTotal"] - m["MemFree"] - m.get("Buffers", 0) - cache

@@ -20,7 +20,9 @@ def test_speculation_gives_the_same_steps_as_fresh_execution():
     adapter = fresh.unwrapped.adapter
     oracle = adapter.oracle_actions(adapter.load_task(TASK))
     sigs = [adapter.canonical_action(a) for a in oracle]
-    selector = SpecToolSelector(SelectorConfig(model="ngram")).fit([Trajectory(TASK, tuple(map(TrajectoryStep, sigs)))] * 3)
+    # recorded 20 times: sure enough of each next call that running it ahead pays for a mismatch's restore
+    oracle_trajectory = Trajectory(TASK, tuple(map(TrajectoryStep, sigs)))
+    selector = SpecToolSelector(SelectorConfig(model="ngram")).fit([oracle_trajectory] * 20)
     spec = gym.make("BunshinWebArena-v0", task_id=TASK, cache=False, selector=selector, diagnostics=True,
                     speculate_min_idle_cpus=0)  # speculate whatever else runs on the machine
     detour = oracle[:1] + ["scroll [down]"] + oracle[1:]  # the chain mispredicts once: abort, then recover
@@ -49,7 +51,10 @@ def test_epoch_benchmark_rewards_are_identical_across_configurations(tmp_path):
     assert "hit" in sum(cfgs["cache"]["step_cache"][2:], [])
     assert cfgs["base"]["hit_rate_per_iteration"] == [0.0, 0.0]
     assert cfgs["cache"]["hit_rate_per_iteration"][1] > 0, "iteration 2 replays iteration 1's prefixes"
-    assert cfgs["spec"]["spec_accuracy"] is not None
+    # the speculator weighed a chain at steps of every iteration; whether one pays depends on the recorded costs
+    spec = cfgs["spec"]
+    assert spec["speculations_started"] + spec["speculations_skipped"] > 0
+    assert spec["spec_accuracy"] is None or spec["speculations_started"] > 0
     # every step of every sample got a tail decision (which samples it picks: test_speculation's TailSelector
     # tests; two samples stepping in lockstep tie, and ties all speculate)
     speculating, not_speculating = cfgs["spec"]["tail_steps_speculating_vs_not"]
