@@ -138,10 +138,11 @@ def bench_soak(envs: int = typer.Option(8, help="envs running at once (both kind
 
 def _print_epoch(result: dict) -> None:
     cfgs = result["configs"]
-    typer.echo(f"{'config':<11} {'wall_s':>8} {'peak_MB':>8} {'hit rate per iteration':<28} {'spec acc':>8} {'CPU busy':>8}")
+    typer.echo(f"{'config':<11} {'wall_s':>8} {'peak_MB':>8} {'acct_MB':>8} {'hit rate per iteration':<28} "
+               f"{'spec acc':>8} {'CPU busy':>8}")
     for name, c in cfgs.items():
         acc = "-" if c["spec_accuracy"] is None else f"{c['spec_accuracy']:.2f}"
-        typer.echo(f"{name:<11} {c['wall_s']:>8.1f} {c['peak_memory_mb']:>8.0f} "
+        typer.echo(f"{name:<11} {c['wall_s']:>8.1f} {c['peak_memory_mb']:>8.0f} {c['peak_memory_accounted_mb']:>8.0f} "
                    f"{str(c['hit_rate_per_iteration']):<28} {acc:>8} {c['cpu_busy_fraction']:>8.0%}")
     for name, c in cfgs.items():
         paths = "; ".join(f"{i['slowest']['steps']} steps, {i['slowest']['hits']} hits, think {i['slowest']['think_s']:.0f} s"

@@ -13,7 +13,11 @@ tail-aware: before each think, only the live samples predicted slowest (above `t
 remaining time, from the timings recorded in earlier iterations; all samples in the first) speculate.
 Rewards must be identical across configurations: the cache and speculation may change time, never results.
 
-Writes OUT/epoch.json = {"think_time", "args", "configs": {name: {"wall_s", "peak_memory_mb",
+Writes OUT/epoch.json = {"think_time", "args", "configs": {name: {"wall_s", "peak_memory_mb" (host used memory
+above the configuration's start), "peak_memory_accounted_mb" (the same for the used memory processes and their
+kernel objects hold: meminfo's AnonPages + Shmem + SUnreclaim + PageTables + KernelStack; memory the host frees
+slowly after earlier work, which a baseline taken once cannot wait out, does not count against the configuration
+running then),
 "at_peak" (at the sample of the peak: t_s, rollouts_running, workspaces (alive, frozen clones included),
 frozen_clones, standby_reserved_mb, bench_process_rss_mb, the memory of this process: the prefix cache and
 the envs' bookkeeping, ksm_saved_mb, what KSM's merging saved host-wide, and meminfo_mb, the growth of
@@ -163,7 +167,7 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
                 for t, actions in oracles.items()]
     baseline = memory_once_freed()
     meminfo0 = meminfo()
-    peak = [0]
+    peak, peak_accounted = [0], [0]
     at_peak: dict = {}  # what held memory when the peak was sampled
     running: list[list[float]] = []
     memory: list[list[float]] = []
@@ -178,7 +182,9 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
 
     def sampler():
         while not stop.is_set():
-            used = host_memory_used() - baseline
+            m = meminfo()
+            used = host_memory_used(m) - baseline
+            peak_accounted[0] = max(peak_accounted[0], _accounted(m) - _accounted(meminfo0))
             with lock:
                 running.append([round(time.monotonic() - t_start, 2), alive[0]])
             memory.append([running[-1][0], round(used / 2**20, 1)])
@@ -253,7 +259,8 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
     stop.set()
     mon.join()
     bar.close()
-    return {"wall_s": round(wall, 2), "peak_memory_mb": round(peak[0] / 2**20, 1), "at_peak": at_peak,
+    return {"wall_s": round(wall, 2), "peak_memory_mb": round(peak[0] / 2**20, 1),
+            "peak_memory_accounted_mb": round(peak_accounted[0] / 2**20, 1), "at_peak": at_peak,
             "hit_rate_per_iteration": hit_rates,
             "spec_accuracy": round(matched / predicted, 4) if use_spec and predicted else None,
             "speculations_started": started if use_spec else None,
@@ -274,12 +281,19 @@ def _own_rss_mb() -> float:
         return round(int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20, 1)
 
 
+#: the kinds of used memory (/proc/meminfo) that processes and their kernel objects hold
+ACCOUNTED = ("AnonPages", "Shmem", "SUnreclaim", "PageTables", "KernelStack")
+
+
+def _accounted(m: dict[str, int]) -> int:
+    return sum(m.get(k, 0) for k in ACCOUNTED)
+
+
 def _meminfo_grown_mb(since: dict[str, int]) -> dict[str, float]:
     """What grew since `since` in the kinds of memory the host's used memory is made of; "other": the growth
     of used memory none of them explains (e.g. pipe and socket buffers, driver memory)."""
     now = meminfo()
-    grown = {k: (now.get(k, 0) - since.get(k, 0)) / 2**20
-             for k in ("AnonPages", "Shmem", "SUnreclaim", "PageTables", "KernelStack")}
+    grown = {k: (now.get(k, 0) - since.get(k, 0)) / 2**20 for k in ACCOUNTED}
     grown["other"] = (host_memory_used(now) - host_memory_used(since)) / 2**20 - sum(grown.values())
     return {k: round(v, 1) for k, v in grown.items()}
 

@@ -63,6 +63,7 @@ def test_epoch_benchmark_rewards_are_identical_across_configurations(tmp_path):
         assert len(c["iterations"]) == 2 and 0 < c["think_floor_s"] < c["wall_s"]
         assert c["peak_memory_mb"] <= 0 or (c["at_peak"]["bench_process_rss_mb"] > 0
                                             and c["at_peak"]["workspaces"] >= 0), c["at_peak"]
+        assert c["peak_memory_accounted_mb"] > 0, "its workspaces' processes hold memory above its start"
         for it in c["iterations"]:
             slow = it["slowest"]
             assert slow["think_s"] <= it["longest_think_s"] and slow["other_s"] >= 0
