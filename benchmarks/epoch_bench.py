@@ -195,7 +195,7 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
                 at_peak.update(t_s=running[-1][0], rollouts_running=alive[0], workspaces=live_workspaces(),
                                frozen_clones=pools["frozen"], standby_reserved_mb=pools["reserved_mb"],
                                bench_process_rss_mb=_own_rss_mb(), ksm_saved_mb=_ksm_saved_mb(),
-                               meminfo_mb=_meminfo_grown_mb(meminfo0))
+                               meminfo_mb=_meminfo_grown_mb(meminfo0, m))
             time.sleep(0.5)
 
     mon = threading.Thread(target=sampler, daemon=True)
@@ -289,10 +289,9 @@ def _accounted(m: dict[str, int]) -> int:
     return sum(m.get(k, 0) for k in ACCOUNTED)
 
 
-def _meminfo_grown_mb(since: dict[str, int]) -> dict[str, float]:
-    """What grew since `since` in the kinds of memory the host's used memory is made of; "other": the growth
-    of used memory none of them explains (e.g. pipe and socket buffers, driver memory)."""
-    now = meminfo()
+def _meminfo_grown_mb(since: dict[str, int], now: dict[str, int]) -> dict[str, float]:
+    """What grew from `since` to `now` in the kinds of memory the host's used memory is made of; "other": the
+    growth of used memory none of them explains (e.g. pipe and socket buffers, driver memory)."""
     grown = {k: (now.get(k, 0) - since.get(k, 0)) / 2**20 for k in ACCOUNTED}
     grown["other"] = (host_memory_used(now) - host_memory_used(since)) / 2**20 - sum(grown.values())
     return {k: round(v, 1) for k, v in grown.items()}
