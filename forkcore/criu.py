@@ -304,6 +304,22 @@ def dump_raced(log_path: Path) -> bool:
     return any(e.search(line) for line in _log_end(log_path) or () for e in _RACED_DUMP_ERRORS)
 
 
+#: A file a dump recorded on a thread's /proc entry, e.g. "[/proc/180/task/192/status]" (Chromium's browser reads
+#: its children's threads' status). CRIU restores a process's files before it creates its threads, so such a file
+#: (other than the leader's own, task/<pid>) cannot be opened again and the whole restore fails.
+_THREAD_PROC_FILE = re.compile(rb"Dumping path for \d+ fd via self \d+ \[(/proc/(\d+)/task/(\d+)(?:/[^\]]*)?)\]")
+
+
+def thread_proc_files(log_path: Path) -> list[str]:
+    """The open files of a successful dump in `log_path` that its restore could not reopen: a non-leader thread's
+    /proc/<pid>/task/<tid> entries. Usually held for a moment (a dump taken again misses them)."""
+    try:
+        text = Path(log_path).read_bytes()
+    except OSError:
+        return []
+    return sorted({m[1].decode(errors="replace") for m in _THREAD_PROC_FILE.finditer(text) if m[2] != m[3]})
+
+
 def log_tail(path: Path, lines: int = 25) -> str:
     """The last error lines of a CRIU log (errors first, then the tail)."""
     text = _log_end(path)

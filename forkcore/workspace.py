@@ -39,7 +39,7 @@ from .spec import WorkspaceSpec, validate_spec
 log = logging.getLogger("forkcore")
 _libc = ctypes.CDLL(None, use_errno=True)
 _REPO_ROOT = Path(__file__).resolve().parent.parent
-#: a dump that raced a process's exit is taken again this many times in all
+#: a dump that raced a process's exit or caught a thread's /proc file open is taken again this many times in all
 DUMP_ATTEMPTS = 3
 MEM_MOUNT = "/opt/bunshin/mem"  #: the memfile backend's shared tmpfs, bound read-only into every workspace
 _ACTION_SCRIPT = """#!/bin/sh
@@ -417,23 +417,28 @@ class Workspace:
                         raise SnapshotError(f"criu dump of {self.id} timed out after {e.timeout}s",
                                             str(images / "dump.log"))
                     dump_s = time.monotonic() - t0
-                    if r.returncode == 0 or attempt == DUMP_ATTEMPTS or not criu.dump_raced(
-                            images / "dump.log"):
+                    unrestorable = criu.thread_proc_files(images / "dump.log") if r.returncode == 0 else []
+                    if attempt == DUMP_ATTEMPTS or not (unrestorable or r.returncode != 0 and criu.dump_raced(
+                            images / "dump.log")):
                         break
-                    # A process exited or a socket closed while CRIU seized the tree (e.g. a Chromium helper):
-                    # the dump left the tree running; take it again from scratch.
-                    log.info("criu dump of %s raced a changing process tree (attempt %d); retrying", self.id,
-                             attempt)
+                    # A process exited or a socket closed while CRIU seized the tree (e.g. a Chromium helper), or
+                    # a process held a thread's /proc file for a moment: the tree still runs; take it again.
+                    log.info("criu dump of %s raced a changing process tree (attempt %d%s); retrying", self.id,
+                             attempt, f", open: {', '.join(unrestorable)}" if unrestorable else "")
                     shutil.rmtree(layer, ignore_errors=True)
                     for f in images.iterdir():
                         f.unlink()
                     time.sleep(0.2 * attempt)
-                if r.returncode != 0 or not layer.is_dir():
-                    tail = criu.log_tail(images / "dump.log")
+                if r.returncode != 0 or not layer.is_dir() or unrestorable:
+                    why = (f"criu dump of workspace {self.id} failed (exit {r.returncode}):\n"
+                           f"{criu.log_tail(images / 'dump.log')}" if not unrestorable else
+                           f"workspace {self.id} kept a thread's /proc file open ({', '.join(unrestorable)}) through "
+                           f"{DUMP_ATTEMPTS} dumps: CRIU restores a process's files before its threads, so no clone "
+                           "could be restored from them. Close it (a process's own /proc/<pid> entries are fine) "
+                           "before snapshotting.")
                     keep = criu.keep_log(images / "dump.log", paths.STATE_DIR / "failed" / f"dump-{snap_id}.log")
                     shutil.rmtree(snap_dir, ignore_errors=True)
-                    raise SnapshotError(f"criu dump of workspace {self.id} failed (exit {r.returncode}):\n{tail}\n"
-                                        f"full log: {keep or 'not kept'}", keep and str(keep))
+                    raise SnapshotError(f"{why}\nfull log: {keep or 'not kept'}", keep and str(keep))
                 if not self.alive:
                     shutil.rmtree(snap_dir, ignore_errors=True)
                     raise SnapshotError(f"workspace {self.id} died during its snapshot:\n{self.logs()}")

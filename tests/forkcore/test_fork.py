@@ -447,6 +447,58 @@ def test_dump_retries_when_a_process_is_caught_mid_exit(tmp_path, caplog):
         ws.destroy()
 
 
+#: a thread that holds its own /proc/<pid>/task/<tid>/status open until /tmp/release exists
+_THREAD_PROC_HOLDER = """
+import os, threading, time
+def hold():
+    f = open(f"/proc/self/task/{threading.get_native_id()}/status")
+    while not os.path.exists("/tmp/release"):
+        time.sleep(0.05)
+    f.close()
+    time.sleep(100000)
+threading.Thread(target=hold).start()
+"""
+
+
+def test_a_snapshot_never_keeps_a_threads_proc_file_no_clone_could_reopen():
+    """CRIU restores a process's files before its threads: a dump that caught a non-leader thread's /proc file
+    open (Chromium's browser reads its children's threads' status) restored nowhere. It is dumped again, and a
+    tree that keeps such a file open fails its snapshot clearly instead of leaving a snapshot no fork can use."""
+    import sys
+
+    from forkcore import ServiceSpec, WorkspaceSpec
+
+    ws = Workspace.start(WorkspaceSpec("threadproc", services=(
+        ServiceSpec.make("holder", [sys.executable, "-c", _THREAD_PROC_HOLDER]),)))
+    try:
+        held = ws.exec(["sh", "-c", "sleep 0.3; ls -l /proc/*/fd | grep -o '/proc/[0-9]*/task/[0-9]*/status'"])
+        assert held["stdout"].strip(), "the thread holds its status file"
+        with pytest.raises(SnapshotError, match=r"kept a thread's /proc file open \(/proc/\d+/task/\d+/status\)"):
+            ws.snapshot()
+        ws.exec(["touch", "/tmp/release"])
+        time.sleep(0.3)
+        snap = ws.snapshot()  # the same tree once the file is closed: its clone restores and runs
+        try:
+            with snap.fork(1, backend="private")[0] as c:
+                assert c.exec([sys.executable, "-c", "print(6 * 7)"])["stdout"] == "42\n"
+        finally:
+            snap.release()
+    finally:
+        ws.destroy()
+
+
+def test_a_dump_log_names_the_thread_proc_files_a_restore_could_not_reopen(tmp_path):
+    from forkcore import criu
+
+    log = tmp_path / "dump.log"
+    log.write_text("(02.2) Dumping path for 23 fd via self 41 [/proc/123/statm]\n"
+                   "(02.2) Dumping path for 24 fd via self 42 [/proc/123/task/123/status]\n"
+                   "(02.3) Dumping path for 116 fd via self 43 [/proc/180/task/192/status]\n"
+                   "(02.3) Dumping path for 117 fd via self 44 [/proc/180/task/193]\n")
+    assert criu.thread_proc_files(log) == ["/proc/180/task/192/status", "/proc/180/task/193"]
+    assert criu.thread_proc_files(tmp_path / "missing.log") == []
+
+
 @pytest.mark.parametrize("limit", ["timeout", "log"])
 def test_a_restore_stopped_midway_leaves_no_process_behind(snapshot, monkeypatch, limit):
     """A restore that times out, or whose log runs away (CRIU looping on a damaged image filled 14 GB of disk
