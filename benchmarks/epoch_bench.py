@@ -167,6 +167,7 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
                 for t, actions in oracles.items()]
     baseline = memory_once_freed()
     meminfo0 = meminfo()
+    accounted0 = _accounted(meminfo0)
     peak, peak_accounted = [0], [0]
     at_peak: dict = {}  # what held memory when the peak was sampled
     running: list[list[float]] = []
@@ -184,7 +185,7 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
         while not stop.is_set():
             m = meminfo()
             used = host_memory_used(m) - baseline
-            peak_accounted[0] = max(peak_accounted[0], _accounted(m) - _accounted(meminfo0))
+            peak_accounted[0] = max(peak_accounted[0], _accounted(m) - accounted0)
             with lock:
                 running.append([round(time.monotonic() - t_start, 2), alive[0]])
             memory.append([running[-1][0], round(used / 2**20, 1)])
