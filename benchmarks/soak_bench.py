@@ -338,11 +338,22 @@ def _census() -> tuple[dict, dict[int, str]]:
     described = {}
     for pid in pids:
         stat = accounting.proc_stat(pid)
-        described[pid] = f"{stat[0]} {stat[1][0]} ppid {stat[1][1]}" if stat else "gone"
+        # a zombie leader is not reapable while another of its threads lives: their states say which holds it
+        threads = [t for t in (accounting.proc_stat(f"{pid}/task/{tid}") for tid in _tids(pid) if tid != str(pid)) if t]
+        described[pid] = (f"{stat[0]} {stat[1][0]} ppid {stat[1][1]}"
+                          + (f" threads {''.join(sorted(t[1][0] for t in threads))}" if threads else "")
+                          if stat else "gone")
     return {"processes": len(pids), "namespaces": len(pidns),
             "mounts": sum(1 for line in open("/proc/self/mountinfo") if any(o in line for o in owned)),
             "cgroups": len(cgroups), "fds": len(os.listdir("/proc/self/fd")), "state_dirs": len(dirs),
             "memfiles": len(memfiles)}, described
+
+
+def _tids(pid: int) -> list[str]:
+    try:
+        return os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
 
 
 def _settled_census(start: dict, grace_s: float = 20.0) -> tuple[dict, dict[int, str]]:
