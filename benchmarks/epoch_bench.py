@@ -14,10 +14,10 @@ remaining time, from the timings recorded in earlier iterations; all samples in 
 Rewards must be identical across configurations: the cache and speculation may change time, never results.
 
 Writes OUT/epoch.json = {"think_time", "args", "configs": {name: {"wall_s", "peak_memory_mb" (host used memory
-above the configuration's start), "peak_memory_accounted_mb" (the same for the used memory processes and their
-kernel objects hold: meminfo's AnonPages + Shmem + SUnreclaim + PageTables + KernelStack; memory the host frees
-slowly after earlier work, which a baseline taken once cannot wait out, does not count against the configuration
-running then),
+above the configuration's start, taken once what ran before it has stopped freeing memory: see
+`memory_once_freed`), "peak_memory_accounted_mb" (the same for the used memory processes and their kernel objects
+hold: meminfo's AnonPages + Shmem + SUnreclaim + PageTables + KernelStack; memory the host frees slowly after
+earlier work does not count against the configuration running then),
 "at_peak" (at the sample of the peak: t_s, rollouts_running, workspaces (alive, frozen clones included),
 frozen_clones, standby_reserved_mb, bench_process_rss_mb, the memory of this process: the prefix cache and
 the envs' bookkeeping, ksm_saved_mb, what KSM's merging saved host-wide, and meminfo_mb, the growth of
@@ -34,9 +34,12 @@ frozen clone or not: hits, misses; pools opened, shrunk or closed to make room f
 "actions" (each rollout's, in the order of "rewards"), "step_cache" (per rollout, how each step was served: its
 cache status, for a step that restored a state "<status>:<source>+<calls replayed>", for one that failed
 "error: <its last_action_error>"),
+"retained_snapshots" (the prefix cache's pool at the end: resident, resident_bytes, attached, evicted, rejected,
+dropped),
 "iterations" (each one's wall; its slowest rollout: steps, hits, think_s, exec_s, longest_step; its steps by
-cache status, and the seconds they waited for background snapshots and spent restoring; restores by source;
-steps run alongside another env's identical call), "think_floor_s"}},
+cache status, the snapshots they scheduled, and the seconds they waited for background snapshots and syncs and
+spent restoring; restores by source (of the steps' own restores: a background sync's are not counted); steps run
+alongside another env's identical call), "think_floor_s"}},
 "rewards_identical", "reward_differences" (each rollout whose reward differs from the first configuration's:
 where its actions first differ, None when they are the same, and how each configuration served its steps)}
 and OUT/epoch_*.png. The slowest rollout of an iteration is its critical path; "think_floor_s" (the sum over
@@ -270,6 +273,7 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
             "cpu_busy_fraction": round(busy / max(total, 1), 3), "running_over_time": running,
             "memory_over_time_mb": memory, "standby_over_time": standby,
             "standby": {k: pools1[k] - pools0[k] for k in ("hits", "misses", "opened", "shrunk", "evicted")},
+            "retained_snapshots": asdict(runtime().prefix_cache.pool.stats()),
             "reward_per_iteration": iteration_rewards,
             "step_exec_s_p50_per_iteration": step_exec_p50, "step_exec_s_p50": round(statistics.median(exec_all), 4),
             "rewards": rewards,
@@ -306,15 +310,16 @@ def _ksm_saved_mb() -> float | None:
         return None
 
 
-def memory_once_freed(max_s: float = 15.0, step_s: float = 0.5, still_mb: int = 16) -> int:
-    """Host memory in use once what was just closed is freed (until it stops falling by more than `still_mb`
-    per `step_s`, at most `max_s`): a configuration's baseline taken while the previous one's workspaces are
-    still going would make its own memory look smaller, down to a peak of 0."""
+def memory_once_freed(max_s: float = 90.0, window_s: float = 5.0, still_mb: int = 24) -> int:
+    """Host memory in use once what was just closed is freed: until it falls by less than `still_mb` over
+    `window_s` (at most `max_s`). Memory goes over tens of seconds after a close, not at once (measured after
+    the warm-up: 500 MB over 25 s, 300 MB of it AnonPages), and a baseline taken before it has gone makes that
+    configuration's peak look smaller by what was still going."""
     gc.collect()
     used = host_memory_used()
     deadline = time.monotonic() + max_s
     while time.monotonic() < deadline:
-        time.sleep(step_s)
+        time.sleep(window_s)
         now = host_memory_used()
         if now > used - (still_mb << 20):
             return min(now, used)
@@ -360,7 +365,8 @@ def reward_differences(configs: dict, tasks: list[str], group: int) -> list[dict
 def critical_path(rollouts, wall_s: float) -> dict:
     """An iteration's wall and where its slowest rollout spent its time (think, steps, the rest: reset,
     make, close, waiting for a workspace slot; its longest step), and what the cache's machinery cost on
-    the iteration's steps (counts by cache status, seconds waiting for background snapshots, restoring)."""
+    the iteration's steps (counts by cache status, snapshots scheduled behind think time, seconds waiting for
+    background snapshots, restoring)."""
     slow = max(rollouts, key=lambda r: r.end_s)
     think, execute = sum(s.think_s for s in slow.steps), sum(s.exec_s for s in slow.steps)
     longest = max(range(len(slow.steps)), key=lambda i: slow.steps[i].exec_s, default=None)
@@ -373,6 +379,7 @@ def critical_path(rollouts, wall_s: float) -> dict:
                             "action": slow.actions[longest][:80], "exec_s": round(slow.steps[longest].exec_s, 2),
                             "cache": slow.step_costs[longest]["cache"] if slow.step_costs else None}},
             "steps_by_cache_status": dict(collections.Counter(str(c["cache"]) for c in costs)),
+            "snapshots_scheduled": sum(c.get("snapshot_scheduled", False) for c in costs),
             "background_wait_s": round(sum(c["background_wait_s"] for c in costs), 2),
             "restore_s": round(sum(c["restore_s"] for c in costs), 2),
             "restores_by_source": dict(collections.Counter(c["restore"]["source"] for c in costs if c["restore"])),

@@ -260,6 +260,7 @@ def run_sample(env: gym.Env, task_id: str, sample: int, policy: Policy, think: T
             out.step_costs.append({"cache": status, "background_wait_s": diag.get("background_wait_s") or 0.0,
                                    "restore_s": (restore or {}).get("s", 0.0), "restore": restore,
                                    "ran_alongside": bool(diag.get("ran_alongside")),
+                                   "snapshot_scheduled": bool(diag.get("snapshot_scheduled")),
                                    "error": info.get("last_action_error") if status == "error" else None})
             out.hits += status == "hit"
             out.misses += status in ("miss", "waited")
