@@ -196,8 +196,9 @@ class BunshinEnv(gym.Env):
         else:  # a private tree: speculation only, no reuse across episodes
             tree, store = PrefixTree(task.id, f"{ts.initial_digest}-{id(self)}-{time.monotonic_ns()}",
                                      readonly=readonly), None
-        if tree.root.result is None:
+        if tree.root.result is None:  # the tree's first episode
             tree.set_root_result(CachedStep(result.observation, info={"last_action_error": ""}))
+            tree.policy.observe_initial(ts.snapshot.size_bytes(), ts.snapshot.dump_s)
         sync = self.config.cache and self.config.background_sync
         return Episode(rt, self.adapter, task, ts, tree, store, self.speculator, self.config.backend,
                        self.config.step_timeout_s, self.config.cache, result.observation, sync)

@@ -56,16 +56,18 @@ class SnapshotPolicyConfig:
 
     snapshot_s: float = 0.6
     """Prior for the time one snapshot takes (CRIU dump of Chromium+Xvfb: ~0.55 s idle, 2+ s on a loaded
-    2-core machine); replaced by an EWMA of observed snapshot times (`observe_timing`)."""
+    2-core machine); replaced by the first observed snapshot time (`observe_timing`; a task's initial snapshot
+    counts, `observe_initial`), then an EWMA of them."""
     restore_s: float = 0.5
-    """Prior for the time to fork/restore a workspace from a retained snapshot; replaced by an EWMA of
-    observed restore times."""
+    """Prior for the time to fork/restore a workspace from a retained snapshot; replaced by the first observed
+    restore time, then an EWMA of them."""
     bytes_cost_s_per_gib: float = 2.0
     """Price of keeping 1 GiB of snapshot resident, in seconds of saved execution it must buy back."""
     est_snapshot_bytes: int = 64 << 20
-    """Prior for a snapshot's size before any was observed; replaced by an EWMA of attached sizes."""
+    """Prior for a snapshot's size before any was observed; replaced by the first observed size (a task's
+    initial snapshot counts), then an EWMA of attached sizes."""
     size_ewma_alpha: float = 0.2
-    """Weight of the newest observed size in the EWMA (0 < alpha <= 1)."""
+    """Weight of the newest observation in the EWMAs of size, snapshot and restore time (0 < alpha <= 1)."""
     prior_visits: float = 1.0
     """Expected future materialisations through a node never visited again yet (e.g. G-1 for a GRPO
     group of G rollouts that share a prefix; 1.0 = "one more rollout will come this way")."""
@@ -142,6 +144,7 @@ class SnapshotPolicy:
         self._snapshot_s = float(self.config.snapshot_s)
         self._restore_s = float(self.config.restore_s)
         self._retained = self._restored = 0
+        self._observed: set[str] = set()  # estimates a measurement has replaced the config's prior of
         self._lock = threading.Lock()
 
     @property
@@ -153,21 +156,32 @@ class SnapshotPolicy:
         """Running estimate of one restore from a retained snapshot (seconds)."""
         return self._restore_s
 
+    def _fold(self, name: str, value: float) -> None:
+        """EWMA of `value` into estimate `name`; the first measurement replaces the prior (caller holds the lock)."""
+        a = self.config.size_ewma_alpha if name in self._observed else 1.0
+        self._observed.add(name)
+        setattr(self, name, (1 - a) * getattr(self, name) + a * float(value))
+
     def observe_size(self, size_bytes: int) -> None:
         """Fold an attached snapshot's size into the size estimate."""
-        a = self.config.size_ewma_alpha
         with self._lock:
-            self._est_bytes = (1 - a) * self._est_bytes + a * float(size_bytes)
+            self._fold("_est_bytes", size_bytes)
 
     def observe_timing(self, *, snapshot_s: float | None = None, restore_s: float | None = None) -> None:
         """Fold a measured snapshot or restore time into the estimates the rule uses (same EWMA weight as sizes:
         what these cost depends on the machine and its load, which the priors cannot know)."""
-        a = self.config.size_ewma_alpha
         with self._lock:
             if snapshot_s is not None and snapshot_s > 0:
-                self._snapshot_s = (1 - a) * self._snapshot_s + a * float(snapshot_s)
+                self._fold("_snapshot_s", snapshot_s)
             if restore_s is not None and restore_s > 0:
-                self._restore_s = (1 - a) * self._restore_s + a * float(restore_s)
+                self._fold("_restore_s", restore_s)
+
+    def observe_initial(self, size_bytes: int, snapshot_s: float) -> None:
+        """A task's initial snapshot: a dump of the same workspace the rule will weigh dumping, so a better
+        guess of size and dump time than the config's priors before any retained snapshot was measured
+        (a browser workspace's dump is ~450 MB here, not the 64 MB prior)."""
+        self.observe_size(size_bytes)
+        self.observe_timing(snapshot_s=snapshot_s)
 
     def observe_retained(self) -> None:
         """A snapshot was retained (resident in the pool)."""

@@ -323,6 +323,23 @@ def test_retained_snapshots_nobody_restores_make_the_policy_retain_less():
         SnapshotPolicy(SnapshotPolicyConfig(use_prior=0))
 
 
+def test_the_first_measurement_replaces_the_policys_priors():
+    """A prior is a guess made before this machine and env were seen: the first measured snapshot (a task's
+    initial one counts) replaces it, later ones are averaged in. A browser workspace dumps ~450 MB, seven
+    times the 64 MB prior, which an average weighting the prior 0.8 would have trusted for several dumps."""
+    from bunshin_gym.cache import SnapshotPolicy, SnapshotPolicyConfig
+    pol = SnapshotPolicy(SnapshotPolicyConfig(snapshot_s=0.6, restore_s=0.5, est_snapshot_bytes=64 << 20,
+                                              bytes_cost_s_per_gib=2.0, size_ewma_alpha=0.2, use_prior=None))
+    assert pol.decide(replay_s=2.0, hits=0).retain  # by the priors: 1.5 s saved > 0.6 + 0.125 s
+    pol.observe_initial(size_bytes=450 << 20, snapshot_s=2.0)
+    d = pol.decide(replay_s=2.0, hits=0)
+    assert pol.est_snapshot_bytes == 450 << 20 and d.cost_s == pytest.approx(2.0 + 450 / 1024 * 2.0)
+    assert not d.retain
+    pol.observe_timing(snapshot_s=1.0, restore_s=0.9)
+    assert pol.est_restore_s == pytest.approx(0.9)  # the first restore measured
+    assert pol.decide(replay_s=2.0, hits=0).cost_s == pytest.approx(0.8 * 2.0 + 0.2 * 1.0 + 450 / 1024 * 2.0)
+
+
 def test_plan_prefers_replaying_cheap_calls_and_takes_a_ready_standby():
     t = PrefixTree("task", "d")
     a = t.record(t.root, "a", R("A"), 10.0)

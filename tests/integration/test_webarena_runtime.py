@@ -40,6 +40,8 @@ def test_the_live_workspace_is_handed_out_only_after_its_background_snapshot(ret
     env = gym.make(ENV_ID, task_id=TASK, diagnostics=True)
     try:
         env.reset()
+        episode = env.unwrapped.episode  # the cold cache's first tree: its policy sizes dumps by the task's own
+        assert episode.tree.policy.est_snapshot_bytes == episode.task_snapshot.snapshot.size_bytes() > 64 << 20
         _, _, _, _, info = env.step("scroll [down]")
         assert info["bunshin"]["cache"] == "miss" and info["bunshin"]["snapshot_scheduled"]
         env.unwrapped.live_workspace()
