@@ -310,7 +310,7 @@ def _ksm_saved_mb() -> float | None:
         return None
 
 
-def memory_once_freed(max_s: float = 90.0, window_s: float = 5.0, still_mb: int = 24) -> int:
+def memory_once_freed(max_s: float = 45.0, window_s: float = 5.0, still_mb: int = 24) -> int:
     """Host memory in use once what was just closed is freed: until it falls by less than `still_mb` over
     `window_s` (at most `max_s`). Memory goes over tens of seconds after a close, not at once (measured after
     the warm-up: 500 MB over 25 s, 300 MB of it AnonPages), and a baseline taken before it has gone makes that
