@@ -422,7 +422,6 @@ def test_dump_retries_when_a_process_is_caught_mid_exit(tmp_path, caplog):
     import base64
     import logging
     import subprocess
-    import sys
 
     from forkcore import ServiceSpec, WorkspaceSpec
 
@@ -437,14 +436,21 @@ def test_dump_retries_when_a_process_is_caught_mid_exit(tmp_path, caplog):
         assert "Zl" in ws.exec(["ps", "-o", "stat=", "-C", "zombie_leader"])["stdout"], "the mid-exit state exists"
         with caplog.at_level(logging.INFO, logger="forkcore"):
             snap = ws.snapshot()
-        try:
-            assert any("raced a changing process tree" in r.message for r in caplog.records), "the first dump met it"
-            with snap.fork(1, backend="private")[0] as c:
-                assert c.exec([sys.executable, "-c", "print(6 * 7)"])["stdout"] == "42\n"
-        finally:
-            snap.release()
+        _a_clone_runs_python(snap)
+        assert any("raced a changing process tree" in r.message for r in caplog.records), "the first dump met it"
     finally:
         ws.destroy()
+
+
+def _a_clone_runs_python(snap) -> None:
+    """A private clone of `snap` restores and runs Python; the snapshot is released after."""
+    import sys
+
+    try:
+        with snap.fork(1, backend="private")[0] as c:
+            assert c.exec([sys.executable, "-c", "print(6 * 7)"])["stdout"] == "42\n"
+    finally:
+        snap.release()
 
 
 #: a thread that holds its own /proc/<pid>/task/<tid>/status open until /tmp/release exists
@@ -477,12 +483,7 @@ def test_a_snapshot_never_keeps_a_threads_proc_file_no_clone_could_reopen():
             ws.snapshot()
         ws.exec(["touch", "/tmp/release"])
         time.sleep(0.3)
-        snap = ws.snapshot()  # the same tree once the file is closed: its clone restores and runs
-        try:
-            with snap.fork(1, backend="private")[0] as c:
-                assert c.exec([sys.executable, "-c", "print(6 * 7)"])["stdout"] == "42\n"
-        finally:
-            snap.release()
+        _a_clone_runs_python(ws.snapshot())  # the same tree once the file is closed
     finally:
         ws.destroy()
 
