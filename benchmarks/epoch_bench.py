@@ -117,6 +117,9 @@ class Args:
     """output directory"""
     seed: int = 0
     """seed of the stochastic traces (same in every configuration)"""
+    settle_max_s: float = 45.0
+    """most seconds to wait before each configuration for host memory to stop falling (its memory baseline,
+    see `memory_once_freed`; 0: take it at once)"""
 
 
 #: OSWorld tasks with slow tools (LibreOffice Calc/Writer: seconds per action, where reuse pays most), by family
@@ -168,7 +171,7 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
     adapter = adapter_for(args.env)
     recorded = [Trajectory(t, tuple(TrajectoryStep(adapter.canonical_action(a)) for a in actions))
                 for t, actions in oracles.items()]
-    baseline = memory_once_freed()
+    baseline = memory_once_freed(max_s=args.settle_max_s)
     meminfo0 = meminfo()
     accounted0 = _accounted(meminfo0)
     peak, peak_accounted = [0], [0]

@@ -35,10 +35,12 @@ class Args:
     """probability of a detour instead of the oracle's action"""
     config: str = "cache_spec"
     """epoch_bench configuration replayed with each backend (cache_spec: the paper's Full)"""
+    settle_max_s: float = 45.0
+    """most seconds each configuration waits for host memory to stop falling (epoch_bench.Args.settle_max_s)"""
 
     @classmethod
     def quick(cls) -> "Args":
-        return cls(tasks=1, group=4, concurrency=4)
+        return cls(tasks=1, group=4, concurrency=4, settle_max_s=5.0)
 
 
 def scale(a: Args) -> str:
@@ -48,7 +50,8 @@ def scale(a: Args) -> str:
 def run(a: Args, out: Path) -> dict:
     best = get_backend("auto").name
     epoch = TrainingArgs(env=a.env, tasks=a.tasks, group=a.group, epochs=1, perturb_p=a.perturb_p, drift_step=0.0,
-                         novel_from=0, think_median_s=a.think_median_s, concurrency=a.concurrency)
+                         novel_from=0, think_median_s=a.think_median_s, concurrency=a.concurrency,
+                         settle_max_s=a.settle_max_s)
     runs = {b: training_run(epoch, out, configs=(a.config,), backend=b)["configs"][a.config]
             for b in dict.fromkeys(("private", best))}
     peak = {b: r["peak_memory_mb"] for b, r in runs.items()}

@@ -23,4 +23,4 @@ class Args(OSWorldArgs):
 
     @classmethod
     def quick(cls) -> "Args":
-        return cls(tasks=1, group=4, concurrency=4)
+        return cls(tasks=1, group=4, concurrency=4, settle_max_s=5.0)

@@ -44,10 +44,12 @@ class TrainingArgs:
     """most workspaces alive at once"""
     seed: int = 0
     """seed of the sampled trajectories (the same in every configuration)"""
+    settle_max_s: float = 45.0
+    """most seconds each configuration waits for host memory to stop falling (epoch_bench.Args.settle_max_s)"""
 
     @classmethod
     def quick(cls) -> "TrainingArgs":
-        return cls(tasks=1, group=3, epochs=3, novel_from=3)
+        return cls(tasks=1, group=3, epochs=3, novel_from=3, settle_max_s=5.0)
 
 
 def training_scale(a: TrainingArgs) -> str:
@@ -61,7 +63,7 @@ def training_run(a: TrainingArgs, out: Path, configs=("base", "spec", "cache_spe
     args = epoch_bench.Args(env=a.env, tasks=a.tasks, group=a.group, iterations=a.epochs, perturb_p=a.perturb_p,
                             drift_step=a.drift_step, novel_from=a.novel_from, novel_p=a.novel_p,
                             think_median_s=a.think_median_s, concurrency=a.concurrency, seed=a.seed,
-                            backend=backend, configs=tuple(configs))
+                            backend=backend, configs=tuple(configs), settle_max_s=a.settle_max_s)
     identity = {k: v for k, v in asdict(args).items() if k not in ("configs", "out")}
     key = hashlib.sha1(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:12]
     run_dir = Path(out) / "runs" / f"epoch-{key}"

@@ -91,7 +91,8 @@ def test_the_training_figures_share_one_kept_run_whose_rewards_do_not_depend_on_
 
     # a small WebArena run (the figures' default is OSWorld, minutes per epoch): the same code, one group whose
     # samples follow the oracle (perturb_p 0), so epoch 2 replays what epoch 1 recorded
-    args = TrainingArgs(env="BunshinWebArena-v0", tasks=1, group=2, epochs=2, perturb_p=0.0, think_median_s=0.3)
+    args = TrainingArgs(env="BunshinWebArena-v0", tasks=1, group=2, epochs=2, perturb_p=0.0, think_median_s=0.3,
+                        settle_max_s=5.0)
     results = {}
     for module in (fig8, fig9, fig10, fig11):
         name = module.__name__.rsplit(".", 1)[1]

@@ -39,8 +39,8 @@ def test_speculation_gives_the_same_steps_as_fresh_execution():
 def test_epoch_benchmark_rewards_are_identical_across_configurations(tmp_path):
     from benchmarks.epoch_bench import Args, run
 
-    result = run(Args(tasks=1, group=2, iterations=2, concurrency=2, think_median_s=0.3, out=str(tmp_path)),
-                 progress=False)
+    result = run(Args(tasks=1, group=2, iterations=2, concurrency=2, think_median_s=0.3, out=str(tmp_path),
+                      settle_max_s=5.0), progress=False)
     cfgs = result["configs"]
     assert set(cfgs) == {"base", "cache", "spec", "cache_spec"}
     rewards = [c["rewards"] for c in cfgs.values()]
