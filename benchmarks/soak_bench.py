@@ -335,25 +335,24 @@ def _census() -> tuple[dict, dict[int, str]]:
     owned = {str(d) for d in dirs}
     names = {d.name for d in dirs}  # memfiles, lineage pins and views (forkcore/memfile.py): ours or orphaned
     memfiles = [m for m, owner in memfile.entries() if m.name in names or not owner.exists()]
-    described = {}
-    for pid in pids:
-        stat = accounting.proc_stat(pid)
-        # a zombie leader is not reapable while another of its threads lives: their states say which holds it
-        threads = [t for t in (accounting.proc_stat(f"{pid}/task/{tid}") for tid in _tids(pid) if tid != str(pid)) if t]
-        described[pid] = (f"{stat[0]} {stat[1][0]} ppid {stat[1][1]}"
-                          + (f" threads {''.join(sorted(t[1][0] for t in threads))}" if threads else "")
-                          if stat else "gone")
     return {"processes": len(pids), "namespaces": len(pidns),
             "mounts": sum(1 for line in open("/proc/self/mountinfo") if any(o in line for o in owned)),
             "cgroups": len(cgroups), "fds": len(os.listdir("/proc/self/fd")), "state_dirs": len(dirs),
-            "memfiles": len(memfiles)}, described
+            "memfiles": len(memfiles)}, {pid: _describe(pid) for pid in pids}
 
 
-def _tids(pid: int) -> list[str]:
+def _describe(pid: int) -> str:
+    """A process as "comm state ppid P", and the states of its other threads (a zombie leader is not reapable
+    while one of its threads lives: they say which holds it); "gone" once it has exited."""
+    stat = accounting.proc_stat(pid)
+    if stat is None:
+        return "gone"
     try:
-        return os.listdir(f"/proc/{pid}/task")
+        tids = [t for t in os.listdir(f"/proc/{pid}/task") if t != str(pid)]
     except OSError:
-        return []
+        tids = []
+    states = "".join(sorted(t[1][0] for t in (accounting.proc_stat(f"{pid}/task/{tid}") for tid in tids) if t))
+    return f"{stat[0]} {stat[1][0]} ppid {stat[1][1]}" + (f" threads {states}" if states else "")
 
 
 def _settled_census(start: dict, grace_s: float = 20.0) -> tuple[dict, dict[int, str]]:
