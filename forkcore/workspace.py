@@ -430,12 +430,12 @@ class Workspace:
                         f.unlink()
                     time.sleep(0.2 * attempt)
                 if r.returncode != 0 or not layer.is_dir() or unrestorable:
-                    why = (f"criu dump of workspace {self.id} failed (exit {r.returncode}):\n"
-                           f"{criu.log_tail(images / 'dump.log')}" if not unrestorable else
-                           f"workspace {self.id} kept a thread's /proc file open ({', '.join(unrestorable)}) through "
+                    why = (f"workspace {self.id} kept a thread's /proc file open ({', '.join(unrestorable)}) through "
                            f"{DUMP_ATTEMPTS} dumps: CRIU restores a process's files before its threads, so no clone "
                            "could be restored from them. Close it (a process's own /proc/<pid> entries are fine) "
-                           "before snapshotting.")
+                           "before snapshotting." if unrestorable else
+                           f"criu dump of workspace {self.id} failed (exit {r.returncode}):\n"
+                           f"{criu.log_tail(images / 'dump.log')}")
                     keep = criu.keep_log(images / "dump.log", paths.STATE_DIR / "failed" / f"dump-{snap_id}.log")
                     shutil.rmtree(snap_dir, ignore_errors=True)
                     raise SnapshotError(f"{why}\nfull log: {keep or 'not kept'}", keep and str(keep))
