@@ -71,10 +71,19 @@ class Episode:
         self.done = False
         self.last_obs: dict = initial_observation
         self.broken: str | None = None  # why the episode cannot go on (StepFailed)
+        # When the policy last got an observation (reset's, then each step's): what it thinks behind.
+        self._step_returned_at = time.monotonic()
 
     # ---- the step cache ------------------------------------------------------------------------------
     def step(self, signature: str, diag: dict) -> CachedStep:
         """The step's result: from the tree, or executed and recorded (see the module docstring)."""
+        self.tree.policy.observe_think(time.monotonic() - self._step_returned_at)
+        try:
+            return self._step(signature, diag)
+        finally:
+            self._step_returned_at = time.monotonic()
+
+    def _step(self, signature: str, diag: dict) -> CachedStep:
         history = self.history + [signature]
         self.speculator.on_action(signature, lambda: self.tree.lookup(history, count=False).hit, diag)
         try:
@@ -275,8 +284,9 @@ class Episode:
     def after_miss(self, step: CachedStep, selector_ready: bool, diag: dict) -> None:
         """Behind the policy's think time: retain the new state if the policy says so, then speculate."""
         ws_node = self.restorer.node
+        think_per_call_s = self.tree.policy.est_think_s if self.sync else 0.0
         want_snapshot = (self.retain and not step.terminated and ws_node is not None
-                         and self.tree.should_snapshot(ws_node).retain)
+                         and self.tree.should_snapshot(ws_node, think_per_call_s).retain)
         diag["snapshot_scheduled"] = want_snapshot
         started = False
         if selector_ready and ws_node is not None:

@@ -111,7 +111,8 @@ class SnapshotDecision:
     retain: bool
     replay_s: float
     """Re-execution cost a snapshot here saves per materialisation: sum of ``cost_s`` of the calls since
-    the nearest retained ancestor snapshot (inclusive of this node's call), minus ``restore_s``."""
+    the nearest retained ancestor snapshot (inclusive of this node's call), minus ``restore_s``; of each, only
+    what exceeds the part hidden behind the policy's think time (``decide(hidden_s=...)``)."""
     expected_visits: float
     """Estimated future materialisations of this node or its subtree."""
     benefit_s: float
@@ -132,7 +133,10 @@ class SnapshotPolicy:
     ``replay_s(n)`` is the summed execution cost of the calls from the nearest retained ancestor
     snapshot down to ``n`` (what a future materialisation of ``n`` would replay without a snapshot here),
     and ``expected_visits(n) = prior_visits * use_rate + reuse_factor * n.hits`` (past hits predict future
-    ones; ``use_rate`` is how often retained snapshots were actually restored, see ``use_prior``).
+    ones; ``use_rate`` is how often retained snapshots were actually restored, see ``use_prior``). Where a
+    background sync follows cache hits, a future visitor replays (or restores) behind its think time, one
+    think per call: `PrefixTree.should_snapshot` then counts only the part of replay and restore that
+    exceeds it (``decide(hidden_s=...)``).
     With ``prior_visits=1, reuse_factor=0`` and a parent snapshot this is exactly TVCache's rule
     "snapshot iff the call costs more than snapshotting". ``est_bytes`` is an EWMA of attached sizes.
     """
@@ -143,6 +147,7 @@ class SnapshotPolicy:
         self._est_bytes = float(self.config.est_snapshot_bytes)
         self._snapshot_s = float(self.config.snapshot_s)
         self._restore_s = float(self.config.restore_s)
+        self._think_s = 0.0
         self._retained = self._restored = 0
         self._observed: set[str] = set()  # estimates a measurement has replaced the config's prior of
         self._lock = threading.Lock()
@@ -202,10 +207,24 @@ class SnapshotPolicy:
         with self._lock:
             return min(1.0, (self._restored + prior) / (self._retained + prior))
 
-    def decide(self, replay_s: float, hits: int) -> SnapshotDecision:
-        """Apply the rule to a node with re-execution cost ``replay_s`` and ``hits`` past hits."""
+    def observe_think(self, think_s: float) -> None:
+        """Fold the time the policy took between two steps into the think-time estimate (`est_think_s`)."""
+        if think_s >= 0:
+            with self._lock:
+                self._fold("_think_s", think_s)
+
+    @property
+    def est_think_s(self) -> float:
+        """Running estimate of the policy's time between two steps (0 until one was observed)."""
+        return self._think_s
+
+    def decide(self, replay_s: float, hits: int, hidden_s: float = 0.0) -> SnapshotDecision:
+        """Apply the rule to a node with re-execution cost ``replay_s`` and ``hits`` past hits. ``hidden_s``:
+        how much of a future materialisation runs behind the policy's think time anyway (a background sync
+        replays each hit's call while the policy thinks about the next), so neither replay nor restore costs
+        that much of it on the critical path."""
         c = self.config
-        saved = replay_s - self._restore_s
+        saved = max(0.0, replay_s - hidden_s) - max(0.0, self._restore_s - hidden_s)
         visits = c.prior_visits * self.use_rate + c.reuse_factor * hits
         benefit = visits * max(0.0, saved)
         cost = self._snapshot_s + self._est_bytes / GIB * c.bytes_cost_s_per_gib

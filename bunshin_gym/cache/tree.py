@@ -697,12 +697,16 @@ class PrefixTree:
         """Seconds of calls to replay to materialise ``node`` from its nearest retained snapshot (or reset)."""
         self._check_node(node)
         with self._lock:
-            total = 0.0
-            n: Node | None = node
-            while n is not None and n.snapshot is None:
-                total += n.cost_s
-                n = n.parent
-            return total
+            return self._unretained_calls(node)[0]
+
+    @staticmethod
+    def _unretained_calls(node: Node) -> tuple[float, int]:
+        """Seconds and number of the calls from the nearest retained snapshot (or reset) down to ``node``
+        (the caller holds the lock)."""
+        total, calls, n = 0.0, 0, node
+        while n.parent is not None and n.snapshot is None:
+            total, calls, n = total + n.cost_s, calls + 1, n.parent
+        return total, calls
 
     def plan(self, node: Node, *, restore_s: float | None = None, initial_s: float | None = None,
              standby_s: float = 0.02, has_standby: Callable[[Node], bool] | None = None,
@@ -775,15 +779,16 @@ class PrefixTree:
             if entry is not None:
                 release_all(self.pool.unpin(entry))
 
-    def should_snapshot(self, node: Node) -> SnapshotDecision:
-        """Ask the `SnapshotPolicy` whether to snapshot ``node``'s state now (the caller has it live)."""
+    def should_snapshot(self, node: Node, think_per_call_s: float = 0.0) -> SnapshotDecision:
+        """Ask the `SnapshotPolicy` whether to snapshot ``node``'s state now (the caller has it live).
+        ``think_per_call_s``: the policy's think time a background sync replays each call behind (0: none)."""
         self._check_node(node)
         with self._lock:
             if node.snapshot is not None:
                 return SnapshotDecision(False, 0.0, 0.0, 0.0, 0.0, "already retained")
-            replay = self.replay_cost_s(node)
+            replay, calls = self._unretained_calls(node)
             hits = node.hits
-        return self.policy.decide(replay, hits)
+        return self.policy.decide(replay, hits, hidden_s=think_per_call_s * calls)
 
     def attach_snapshot(self, node: Node, handle: SnapshotHandle, snapshot_s: float = 0.0) -> bool:
         """Retain ``handle`` as ``node``'s snapshot; the cache now owns it (see `snapshots` module doc).

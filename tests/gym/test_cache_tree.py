@@ -340,6 +340,26 @@ def test_the_first_measurement_replaces_the_policys_priors():
     assert pol.decide(replay_s=2.0, hits=0).cost_s == pytest.approx(0.8 * 2.0 + 0.2 * 1.0 + 450 / 1024 * 2.0)
 
 
+def test_what_a_sync_replays_behind_the_think_time_is_not_worth_a_snapshot():
+    """A background sync replays each hit's call while the policy thinks about the next step: calls faster
+    than the think time cost a future visitor nothing a snapshot could save (WebArena: 0.3 s calls, 2 s think;
+    its retained snapshots were never restored), slower ones only what exceeds it (OSWorld: 3-4 s calls)."""
+    from bunshin_gym.cache import SnapshotPolicy, SnapshotPolicyConfig
+    pol = SnapshotPolicy(SnapshotPolicyConfig(snapshot_s=0.5, restore_s=0.5, bytes_cost_s_per_gib=0.0,
+                                              prior_visits=1.0, use_prior=None))
+    t = PrefixTree("task", "d", policy=pol)
+    n = t.root
+    for i in range(4):
+        n = t.record(n, f"click({i})", R(i), 0.3)
+    assert t.should_snapshot(n).retain  # 1.2 s replayed on the critical path vs a 0.5 s restore + 0.5 s dump
+    assert pol.est_think_s == 0.0
+    pol.observe_think(2.0)
+    assert pol.est_think_s == 2.0 and not t.should_snapshot(n, pol.est_think_s).retain
+    slow = t.record(t.root, "save()", R("saved"), 4.0)
+    d = t.should_snapshot(slow, pol.est_think_s)
+    assert d.retain and d.replay_s == pytest.approx(4.0 - 2.0)  # what the sync cannot hide, the restore hidden
+
+
 def test_plan_prefers_replaying_cheap_calls_and_takes_a_ready_standby():
     t = PrefixTree("task", "d")
     a = t.record(t.root, "a", R("A"), 10.0)
