@@ -37,8 +37,9 @@ cache status, for a step that restored a state "<status>:<source>+<calls replaye
 "retained_snapshots" (the prefix cache's pool at the end: resident, resident_bytes, attached, evicted, rejected,
 dropped),
 "iterations" (each one's wall; its slowest rollout: steps, hits, think_s, exec_s, longest_step; its steps by
-cache status, the snapshots they scheduled, and the seconds they waited for background snapshots and syncs and
-spent restoring; restores by source (of the steps' own restores: a background sync's are not counted); steps run
+cache status, the snapshots they scheduled, the seconds they waited for background jobs (in all, and by the jobs
+waited for: "snapshot", "sync" after hits, "reset" (the initial state restored behind the first think), joined
+by "+" when several were) and spent restoring; restores by source (of the steps' own restores: a background sync's are not counted); steps run
 alongside another env's identical call), "think_floor_s"}},
 "rewards_identical", "reward_differences" (each rollout whose reward differs from the first configuration's:
 where its actions first differ, None when they are the same, and how each configuration served its steps)}
@@ -365,6 +366,15 @@ def reward_differences(configs: dict, tasks: list[str], group: int) -> list[dict
     return out
 
 
+def _sum_by(rows: list[dict], key: str, value: str) -> dict:
+    """Sum of `value` over rows grouped by `key` (rows whose value is 0 left out)."""
+    out: dict = collections.defaultdict(float)
+    for r in rows:
+        if r[value]:
+            out[r[key] or "unknown"] += r[value]
+    return {k: round(v, 2) for k, v in sorted(out.items())}
+
+
 def critical_path(rollouts, wall_s: float) -> dict:
     """An iteration's wall and where its slowest rollout spent its time (think, steps, the rest: reset,
     make, close, waiting for a workspace slot; its longest step), and what the cache's machinery cost on
@@ -384,6 +394,7 @@ def critical_path(rollouts, wall_s: float) -> dict:
             "steps_by_cache_status": dict(collections.Counter(str(c["cache"]) for c in costs)),
             "snapshots_scheduled": sum(c.get("snapshot_scheduled", False) for c in costs),
             "background_wait_s": round(sum(c["background_wait_s"] for c in costs), 2),
+            "background_wait_s_by_job": _sum_by(costs, "background_wait_jobs", "background_wait_s"),
             "restore_s": round(sum(c["restore_s"] for c in costs), 2),
             "restores_by_source": dict(collections.Counter(c["restore"]["source"] for c in costs if c["restore"])),
             "ran_alongside": sum(c.get("ran_alongside", False) for c in costs)}

@@ -182,7 +182,7 @@ class BunshinEnv(gym.Env):
         if not self.config.cache:  # no tree to serve the first steps: the workspace is needed now
             self.episode.restorer.materialise(self.episode.tree.root, diag)
         elif self.episode.sync:  # restored while the policy thinks about its first action
-            self.episode.restorer.follow(self.episode.tree.root)
+            self.episode.restorer.follow(self.episode.tree.root, kind="reset")
         info = self._info(result.last_action_error, {**diag, "reset_s": time.monotonic() - t0})
         return copy.deepcopy(result.observation), info
 

@@ -244,10 +244,10 @@ class Episode:
         """The live workspace in `node`'s state: the finished speculative chain's if it holds it, else
         materialised by the restorer (which first waits for a background snapshot of the live state)."""
         t0 = time.monotonic()
-        self.restorer.wait_background()
+        jobs = self.restorer.wait_background()
         waited_s = time.monotonic() - t0
-        if diag is not None and waited_s > 0.001:
-            diag["background_wait_s"] = round(waited_s, 4)  # a snapshot or sync was still running
+        if diag is not None and waited_s > 0.001:  # a snapshot, sync or reset's restore was still running
+            diag["background_wait_s"], diag["background_wait_jobs"] = round(waited_s, 4), list(jobs)
         if not self.restorer.holds(node):
             ws = self.speculator.take_workspace(node)
             if ws is not None:

@@ -17,7 +17,7 @@ import collections
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
@@ -66,7 +66,8 @@ class Restorer:
         self.workspace: Workspace | None = None
         self.node: Node | None = None  #: the node whose state the live workspace holds
         self._bg: threading.Thread | None = None  # runs self._jobs one after another
-        self._jobs: collections.deque = collections.deque()
+        self._jobs: collections.deque[tuple[str, Callable[[], None]]] = collections.deque()  # (kind, job)
+        self._running: str | None = None  # the kind of the job the background thread runs now
         self._jobs_lock = threading.Lock()
         self._target: Node | None = None  # where `follow` brings the live workspace
         self._unverified: Node | None = None  # reached by unobserved replay; observed before it is used
@@ -234,16 +235,16 @@ class Restorer:
         """Retain the live state as a snapshot on the background thread, while the policy thinks."""
         ws, node = self.workspace, self.node
         if ws is not None and node is not None:
-            self._submit(lambda: self.snapshot_into_tree(ws, node))
+            self._submit("snapshot", lambda: self.snapshot_into_tree(ws, node))
 
-    def follow(self, target: Node) -> None:
+    def follow(self, target: Node, kind: str = "sync") -> None:
         """Bring the live workspace to `target` on the background thread, while the policy thinks: after cache
         hits the episode has moved on without executing; materialising `target` now (the tree's cheapest plan:
         usually replaying the hit calls on the live workspace) means a later miss finds the state ready instead
         of restoring and replaying on the critical path. A replay that diverges or fails only discards the
-        workspace."""
+        workspace. `kind` names the job in `wait_background`'s answer ("reset": the initial state's restore)."""
         self._target = target
-        self._submit(self._follow_now)
+        self._submit(kind, self._follow_now)
 
     def _follow_now(self) -> None:
         try:
@@ -252,9 +253,9 @@ class Restorer:
             log.info("background sync of task %s stopped: %s", self.tree.task_id, e)
             self._destroy_live()
 
-    def _submit(self, job) -> None:
+    def _submit(self, kind: str, job: Callable[[], None]) -> None:
         with self._jobs_lock:
-            self._jobs.append(job)
+            self._jobs.append((kind, job))
             if self._bg is None:
                 self._bg = threading.Thread(target=self._drain, name="bunshin-restorer", daemon=True)
                 self._bg.start()
@@ -263,18 +264,23 @@ class Restorer:
         while True:
             with self._jobs_lock:
                 if not self._jobs:
-                    self._bg = None
+                    self._bg = self._running = None
                     return
-                job = self._jobs.popleft()
+                self._running, job = self._jobs.popleft()
             job()
 
-    def wait_background(self) -> None:
-        """Wait until the background jobs (snapshot, follow) are done: then the live workspace is ours."""
+    def wait_background(self) -> tuple[str, ...]:
+        """Wait until the background jobs (snapshot, follow) are done: then the live workspace is ours.
+        Returns the kinds of the jobs running or queued when called ("snapshot", "sync", "reset")."""
+        with self._jobs_lock:
+            if self._bg is None or self._bg is threading.current_thread():
+                return ()
+            kinds = tuple(k for k in dict.fromkeys([self._running, *(k for k, _ in self._jobs)]) if k)
         while True:
             with self._jobs_lock:
                 thread = self._bg
             if thread is None or thread is threading.current_thread():
-                return
+                return kinds
             thread.join()
 
     # ---- hand-off ----------------------------------------------------------------------------------
@@ -296,7 +302,7 @@ class Restorer:
         """Destroy the live workspace (on the runtime's reaper thread if `background`); syncs not yet started
         are cancelled (the state they would reach is not needed), snapshots still run."""
         with self._jobs_lock:
-            self._jobs = collections.deque(j for j in self._jobs if j != self._follow_now)
+            self._jobs = collections.deque(j for j in self._jobs if j[0] == "snapshot")
         self.wait_background()
         self._destroy_live(background)
 

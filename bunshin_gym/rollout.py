@@ -258,6 +258,7 @@ def run_sample(env: gym.Env, task_id: str, sample: int, policy: Policy, think: T
             status = diag.get("cache")
             restore = diag.get("restore")
             out.step_costs.append({"cache": status, "background_wait_s": diag.get("background_wait_s") or 0.0,
+                                   "background_wait_jobs": "+".join(diag.get("background_wait_jobs") or ()),
                                    "restore_s": (restore or {}).get("s", 0.0), "restore": restore,
                                    "ran_alongside": bool(diag.get("ran_alongside")),
                                    "snapshot_scheduled": bool(diag.get("snapshot_scheduled")),

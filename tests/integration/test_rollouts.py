@@ -70,6 +70,9 @@ def test_epoch_benchmark_rewards_are_identical_across_configurations(tmp_path):
             assert slow["think_s"] + slow["exec_s"] + slow["other_s"] <= it["wall_s"] + 0.05
             assert 0 < slow["longest_step"]["exec_s"] <= slow["exec_s"]
             assert it["background_wait_s"] >= 0 and it["restore_s"] >= 0
+            by_job = it["background_wait_s_by_job"]
+            assert abs(sum(by_job.values()) - it["background_wait_s"]) < 0.05 * len(by_job) + 0.01, by_job
+            assert {k for job in by_job for k in job.split("+")} <= {"snapshot", "sync", "reset"}, by_job
             assert it["ran_alongside"] <= it["steps_by_cache_status"].get("waited", 0) + \
                 it["steps_by_cache_status"].get("miss", 0)
             assert sum(it["restores_by_source"].values()) <= sum(it["steps_by_cache_status"].values())
