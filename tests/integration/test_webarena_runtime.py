@@ -17,6 +17,8 @@ from .test_webarena_gym import TASK, _digest, _run
 
 pytestmark = [pytest.mark.criu, pytest.mark.browser]
 ENV_ID = "BunshinWebArena-v0"
+
+
 def _oracle(task_id: str = TASK) -> list[str]:
     from envs.webarena.env import WebArenaAdapter
 
@@ -42,8 +44,10 @@ def test_the_live_workspace_is_handed_out_only_after_its_background_snapshot(ret
         env.reset()
         episode = env.unwrapped.episode  # the cold cache's first tree: its policy sizes dumps by the task's own
         assert episode.tree.policy.est_snapshot_bytes == episode.task_snapshot.snapshot.size_bytes() > 64 << 20
+        time.sleep(0.5)  # the policy thinks about its first action; the snapshot rule weighs replay against it
         _, _, _, _, info = env.step("scroll [down]")
         assert info["bunshin"]["cache"] == "miss" and info["bunshin"]["snapshot_scheduled"]
+        assert 0.5 <= episode.tree.policy.est_think_s < 5, "the first think is timed from reset's return"
         env.unwrapped.live_workspace()
         assert env.unwrapped.episode.node.snapshot is not None, "handed out while the dump was still running"
     finally:
