@@ -78,7 +78,8 @@ class StandbyPools:
     come back in turn, close each other's pools: every task's first resets found none ready.)
 
     A task's pools together keep at most `per_snapshot` clones: a retained snapshot's pool gets one clone,
-    taken from the task's own pools (the one with most clones gives it up), and none where they keep one each.
+    taken from the task's own pools (the one with most clones gives it up), and none where they keep one each;
+    when the cache drops that snapshot (`discard`), the clone goes back to the task's initial pool.
     So reuse never holds more frozen clones than resetting the task alone would (an epoch with the cache ran
     up to 1 GB above one without, in pools of retained snapshots).
 
@@ -174,12 +175,21 @@ class StandbyPools:
         return clone
 
     def discard(self, snapshot: Snapshot) -> None:
-        """Close the pools of a snapshot the cache no longer retains."""
+        """Close the pools of a snapshot the cache no longer retains. A retained state's clone goes back to its
+        task's initial pool (which may have given it up for it in `ensure`) where the budget allows."""
         with self._lock:
             keys = [k for k in self._pools if k[0] == snapshot.id]
-            pools = [self._pools.pop(k).pool for k in keys]
-        for p in pools:
-            p.close()
+            gone = [self._pools.pop(k) for k in keys]
+            for (_, backend), kept in zip(keys, gone):
+                home = self._pools.get((kept.task, backend))
+                if home is None or kept.task == snapshot.id:
+                    continue
+                task_clones = sum(k.size for k in self._pools.values() if k.task == kept.task)
+                if task_clones < self.per_snapshot and self._used() + home.clone_bytes <= self.budget_bytes:
+                    home.size += 1
+                    home.pool.grow(home.size)  # under the lock (it only starts a refill): no shrink between
+        for kept in gone:
+            kept.pool.close()
 
     def stats(self) -> dict:
         with self._lock:

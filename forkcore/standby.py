@@ -94,6 +94,12 @@ class StandbyPool:
         for c in extra:
             c.destroy()
 
+    def grow(self, size: int) -> None:
+        """Keep `size` clones from now on if that is more than now; the new ones are restored like a refill."""
+        with self._lock:
+            self.size = max(self.size, size)
+        self._refill()
+
     def take_ready(self) -> Workspace | None:
         """A thawed standby clone if one is ready (then a refill starts), else None."""
         with self._lock:

@@ -183,7 +183,7 @@ def test_standby_pool_fills_in_the_background_and_hands_out_thawed_clones(snapsh
             b.destroy()
 
 
-def test_standby_pool_shrinks_and_refills_only_to_its_new_size(snapshot):
+def test_standby_pool_shrinks_and_grows_and_refills_only_to_its_new_size(snapshot):
     from forkcore.standby import StandbyPool
 
     with StandbyPool(snapshot, size=2, backend="private") as pool:
@@ -203,6 +203,11 @@ def test_standby_pool_shrinks_and_refills_only_to_its_new_size(snapshot):
                 time.sleep(0.05)
             time.sleep(1.5)  # a refill beyond the new size would have landed by now
             assert pool.ready == 1, pool.last_error
+            pool.grow(2)
+            deadline = time.monotonic() + 120
+            while pool.ready < 2 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert (pool.size, pool.ready) == (2, 2), pool.last_error
         finally:
             ws.destroy()
 

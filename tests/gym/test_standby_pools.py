@@ -27,6 +27,10 @@ class FakePool:
         self.size = min(self.size, size)
         self.ready = min(self.ready, self.size)
 
+    def grow(self, size: int) -> None:
+        self.size = max(self.size, size)
+        self.ready = self.size
+
     def take_ready(self):  # refilled at once: the tasks here come back after a refill would be done
         return f"clone of {self.snapshot.id}" if self.ready else None
 
@@ -86,3 +90,25 @@ def test_a_task_keeps_no_more_frozen_clones_with_retained_snapshots_than_its_res
     other = FakeSnapshot("other")
     pools.ensure(other, "ksm")  # another task's share is its own
     assert kept(pools) == {"initial": 1, "hot": 1, "other": 2}
+
+
+def test_a_discarded_retained_states_clone_goes_back_to_its_tasks_initial_pool_where_the_budget_allows(pools):
+    initial, hot, other = FakeSnapshot("initial"), FakeSnapshot("hot"), FakeSnapshot("other")
+    pools.ensure(initial, "ksm")
+    pools.ensure(hot, "ksm", initial=initial)  # the initial pool gives its second clone up for it
+    pools.ensure(other, "ksm")
+    assert kept(pools) == {"initial": 1, "hot": 1, "other": 2}
+    hot_pool = pools._pools[("hot", "ksm")].pool
+    pools.discard(hot)  # the cache dropped the retained state: the task's resets get their clone back
+    assert hot_pool.closed and kept(pools) == {"initial": 2, "other": 2}
+    assert pools._pools[("initial", "ksm")].pool.size == 2 and pools.stats()["reserved_mb"] <= 400
+
+
+def test_a_discarded_retained_states_clone_is_not_given_back_beyond_the_budget(pools):
+    initial, hot = FakeSnapshot("initial", size_mb=100), FakeSnapshot("hot", size_mb=50)
+    pools.ensure(initial, "ksm")
+    pools.ensure(hot, "ksm", initial=initial)
+    pools.ensure(FakeSnapshot("other", size_mb=250), "ksm")  # 100 + 50 + 250: the budget is full
+    assert kept(pools) == {"initial": 1, "hot": 1, "other": 1}
+    pools.discard(hot)  # a second initial clone (100 MB) would not fit where the hot one (50 MB) was
+    assert kept(pools) == {"initial": 1, "other": 1}
