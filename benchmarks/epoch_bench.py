@@ -39,8 +39,8 @@ dropped),
 "iterations" (each one's wall; its slowest rollout: steps, hits, think_s, exec_s, longest_step; its steps by
 cache status, the snapshots they scheduled, the seconds they waited for background jobs (in all, and by the jobs
 waited for: "snapshot", "sync" after hits, "reset" (the initial state restored behind the first think), joined
-by "+" when several were) and spent restoring; restores by source (of the steps' own restores: a background sync's are not counted); steps run
-alongside another env's identical call), "think_floor_s"}},
+by "+" when several were) and spent restoring; restores by source (of the steps' own restores: a background
+sync's are not counted); steps run alongside another env's identical call), "think_floor_s"}},
 "rewards_identical", "reward_differences" (each rollout whose reward differs from the first configuration's:
 where its actions first differ, None when they are the same, and how each configuration served its steps)}
 and OUT/epoch_*.png. The slowest rollout of an iteration is its critical path; "think_floor_s" (the sum over
