@@ -371,7 +371,7 @@ def _sum_by(rows: list[dict], key: str, value: str) -> dict:
     out: dict = collections.defaultdict(float)
     for r in rows:
         if r[value]:
-            out[r[key] or "unknown"] += r[value]
+            out[r[key]] += r[value]
     return {k: round(v, 2) for k, v in sorted(out.items())}
 
 

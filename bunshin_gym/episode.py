@@ -246,7 +246,7 @@ class Episode:
         t0 = time.monotonic()
         jobs = self.restorer.wait_background()
         waited_s = time.monotonic() - t0
-        if diag is not None and waited_s > 0.001:  # a snapshot, sync or reset's restore was still running
+        if diag is not None and jobs and waited_s > 0.001:  # a snapshot, sync or reset's restore still ran
             diag["background_wait_s"], diag["background_wait_jobs"] = round(waited_s, 4), list(jobs)
         if not self.restorer.holds(node):
             ws = self.speculator.take_workspace(node)
