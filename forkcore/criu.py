@@ -243,10 +243,11 @@ def _wait_restore(p: subprocess.Popen, cmd: list[str], opts: RestoreOptions, tim
                                                             "(looping on a damaged image?)")
 
 
-def keep_log(src: Path, dst: Path, max_bytes: int = 8 << 20) -> Path | None:
+def keep_log(src: Path, dst: Path, max_bytes: int = 8 << 20, max_dir_bytes: int = 128 << 20) -> Path | None:
     """Copy a CRIU log for later reading: whole when small, else its first MiB and its last `max_bytes` - 1 MiB.
-    Returns `dst`, or None when there was no log or no room for it (a full disk must not hide the error that
-    is being reported)."""
+    The oldest logs beside it are deleted while the folder holds more than `max_dir_bytes` (failures recur on a
+    long-running host; the newest say most). Returns `dst`, or None when there was no log or no room for it (a
+    full disk must not hide the error that is being reported)."""
     if not src.exists():
         return None
     try:
@@ -255,16 +256,35 @@ def keep_log(src: Path, dst: Path, max_bytes: int = 8 << 20) -> Path | None:
         with open(src, "rb") as f, open(dst, "wb") as out:
             if size <= max_bytes:
                 shutil.copyfileobj(f, out)
-                return dst
-            out.write(f.read(1 << 20))
-            out.write(f"\n[... {size - max_bytes} bytes left out ...]\n".encode())
-            f.seek(size - (max_bytes - (1 << 20)))
-            shutil.copyfileobj(f, out)
-        return dst
+            else:
+                out.write(f.read(1 << 20))
+                out.write(f"\n[... {size - max_bytes} bytes left out ...]\n".encode())
+                f.seek(size - (max_bytes - (1 << 20)))
+                shutil.copyfileobj(f, out)
     except OSError as e:
         dst.unlink(missing_ok=True)
         log.warning("CRIU log %s not kept at %s: %s", src, dst, e)
         return None
+    _prune_oldest(dst.parent, max_dir_bytes, keep=dst)
+    return dst
+
+
+def _prune_oldest(folder: Path, max_bytes: int, keep: Path) -> None:
+    """Delete the oldest files of `folder` (never `keep`) until it holds at most `max_bytes`."""
+    files = []
+    for p in folder.iterdir():
+        try:
+            st = p.stat()
+        except OSError:  # deleted meanwhile by another process's prune
+            continue
+        files.append((st.st_mtime, st.st_size, p))
+    total = sum(size for _, size, _ in files)
+    for _, size, p in sorted(files):
+        if total <= max_bytes:
+            break
+        if p != keep:
+            p.unlink(missing_ok=True)
+            total -= size
 
 
 #: CRIU errors of a dump that met the tree changing while it was seized — a process in the middle of its exit, or
