@@ -149,7 +149,14 @@ def _print_epoch(result: dict) -> None:
                           f" + steps {i['slowest']['exec_s']:.0f} s (longest {i['slowest']['longest_step']['exec_s']:.0f} s)"
                           for i in c["iterations"])
         typer.echo(f"{name:<11} slowest rollout per iteration: {paths}")
-    typer.echo(f"think floor (every step free): {next(iter(cfgs.values()))['think_floor_s']:.1f} s")
+    floor = next(iter(cfgs.values()))["think_floor_s"]
+    typer.echo(f"think floor (every step, reset and close free; rollouts scheduled on the slots): {floor:.1f} s")
+    if "base" in cfgs and cfgs["base"]["wall_s"] > floor:
+        above = cfgs["base"]["wall_s"] - floor
+        for name, c in cfgs.items():
+            if name != "base":
+                typer.echo(f"  {name} saved {cfgs['base']['wall_s'] - c['wall_s']:.1f} s of base's {above:.1f} s above "
+                           f"the floor; the floor is {floor / cfgs['base']['wall_s']:.3f}x base's wall")
     rewards = next(iter(cfgs.values()))["rewards"]
     typer.echo(f"rewards identical across configurations: {result['rewards_identical']} "
                f"(mean {sum(rewards) / max(1, len(rewards)):.2f})")

@@ -43,9 +43,10 @@ by "+" when several were) and spent restoring; restores by source (of the steps'
 sync's are not counted); steps run alongside another env's identical call), "think_floor_s"}},
 "rewards_identical", "reward_differences" (each rollout whose reward differs from the first configuration's:
 where its actions first differ, None when they are the same, and how each configuration served its steps)}
-and OUT/epoch_*.png. The slowest rollout of an iteration is its critical path; "think_floor_s" (the sum over
-iterations of the longest think time of one rollout, the same in every configuration) is the wall an epoch
-would take if every step cost nothing: what reuse can save is the wall above it.
+and OUT/epoch_*.png. The slowest rollout of an iteration is its critical path; "think_floor_s" (per iteration and
+in all: the rollouts' think times scheduled on the `concurrency` slots in the order they start, see `think_floor`;
+the same in every configuration) is the wall an epoch would take if every step, reset and close cost nothing:
+what reuse can save is the wall above it.
 Full run:  bunshin bench epoch --env webarena --tasks 4 --group 4 --iterations 3 --out bench-out/epoch
 OSWorld:   bunshin bench epoch --env osworld --tasks 2 --group 4 --iterations 2 --out bench-out/epoch-osworld
 """
@@ -53,6 +54,7 @@ from __future__ import annotations
 
 import collections
 import gc
+import heapq
 import json
 import os
 import statistics
@@ -241,7 +243,8 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
                                 env_kwargs={"cache": use_cache, "selector": selector, "speculate_k": args.speculate_k,
                                             "speculate_min_idle_cpus": args.speculate_min_idle_cpus,
                                             "stats_sink": envs_stats, "backend": args.backend})
-        iterations.append(critical_path(rollouts, time.monotonic() - t_start - sum(i["wall_s"] for i in iterations)))
+        iterations.append(critical_path(rollouts, time.monotonic() - t_start - sum(i["wall_s"] for i in iterations),
+                                        args.concurrency))
         steps = sum(len(r.steps) for r in rollouts)
         hit_rates.append(round(sum(r.hits for r in rollouts) / max(1, steps), 4))
         iteration_rewards.append(round(statistics.fmean(r.reward for r in rollouts), 4))
@@ -282,7 +285,7 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
             "step_exec_s_p50_per_iteration": step_exec_p50, "step_exec_s_p50": round(statistics.median(exec_all), 4),
             "rewards": rewards,
             "actions": actions, "step_cache": step_cache, "iterations": iterations,
-            "think_floor_s": round(sum(i["longest_think_s"] for i in iterations), 2)}
+            "think_floor_s": round(sum(i["think_floor_s"] for i in iterations), 2)}
 
 
 def _own_rss_mb() -> float:
@@ -375,7 +378,17 @@ def _sum_by(rows: list[dict], key: str, value: str) -> dict:
     return {k: round(v, 2) for k, v in sorted(out.items())}
 
 
-def critical_path(rollouts, wall_s: float) -> dict:
+def think_floor(rollouts, concurrency: int) -> float:
+    """The iteration's wall if every step, reset and close cost nothing: the rollouts' think times alone, each
+    rollout taking the first of `concurrency` workspace slots to free up, in the order they were started (as
+    `run_rollouts` hands the slots out). With more rollouts than slots, a slot runs several one after another."""
+    slots = [0.0] * concurrency
+    for r in rollouts:
+        heapq.heappush(slots, heapq.heappop(slots) + sum(s.think_s for s in r.steps))
+    return max(slots)
+
+
+def critical_path(rollouts, wall_s: float, concurrency: int) -> dict:
     """An iteration's wall and where its slowest rollout spent its time (think, steps, the rest: reset,
     make, close, waiting for a workspace slot; its longest step), and what the cache's machinery cost on
     the iteration's steps (counts by cache status, snapshots scheduled behind think time, seconds waiting for
@@ -385,6 +398,7 @@ def critical_path(rollouts, wall_s: float) -> dict:
     longest = max(range(len(slow.steps)), key=lambda i: slow.steps[i].exec_s, default=None)
     costs = [c for r in rollouts for c in r.step_costs]
     return {"wall_s": round(wall_s, 2), "longest_think_s": round(max(sum(s.think_s for s in r.steps) for r in rollouts), 2),
+            "think_floor_s": round(think_floor(rollouts, concurrency), 2),
             "slowest": {"task": slow.task_id, "sample": slow.sample, "steps": len(slow.steps), "hits": slow.hits,
                         "think_s": round(think, 2), "exec_s": round(execute, 2),
                         "other_s": round(slow.end_s - slow.start_s - think - execute, 2),

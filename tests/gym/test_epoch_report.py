@@ -1,5 +1,8 @@
-"""The epoch benchmark's report of rewards that differ between configurations (synthetic runs, no env)."""
-from benchmarks.epoch_bench import reward_differences, served
+"""The epoch benchmark's report of rewards that differ between configurations, and its think floor (synthetic runs,
+no env)."""
+from benchmarks.epoch_bench import reward_differences, served, think_floor
+from bunshin_gym.rollout import Rollout
+from bunshin_gym.speculation import TrajectoryStep
 
 
 def _config(rewards, actions, step_cache):
@@ -41,3 +44,14 @@ def test_a_failed_step_is_reported_with_its_error():
         "error: ExecutorUnreachable: call timed out"
     assert served({"cache": "miss", "restore": {"source": "standby", "replayed": 4}, "error": None}) == \
         "miss:standby+4"
+
+
+def _rollout(*think_s: float) -> Rollout:
+    return Rollout("t", 0, steps=[TrajectoryStep("noop", t, 0.0) for t in think_s])
+
+
+def test_the_think_floor_runs_rollouts_beyond_the_slots_one_after_another():
+    rollouts = [_rollout(10.0), _rollout(4.0, 4.0), _rollout(3.0), _rollout(6.0)]
+    # two slots: 10 | 8, then 3 takes the slot free at 8 (-> 11), then 6 the slot free at 10 (-> 16)
+    assert think_floor(rollouts, 2) == 16.0
+    assert think_floor(rollouts, 4) == 10.0, "as many slots as rollouts: the longest think"
