@@ -157,6 +157,10 @@ def _print_epoch(result: dict) -> None:
             if name != "base":
                 typer.echo(f"  {name} saved {cfgs['base']['wall_s'] - c['wall_s']:.1f} s of base's {above:.1f} s above "
                            f"the floor; the floor is {floor / cfgs['base']['wall_s']:.3f}x base's wall")
+    for name, by_status in result.get("step_time_vs_first", {}).items():
+        typer.echo(f"  {name}'s steps vs the same steps in {next(iter(cfgs))}: " + "; ".join(
+            f"{status} {d['steps']} (median {d['median_s']:+.3f} s, sum {d['sum_s']:+.1f} s)"
+            for status, d in by_status.items()))
     rewards = next(iter(cfgs.values()))["rewards"]
     typer.echo(f"rewards identical across configurations: {result['rewards_identical']} "
                f"(mean {sum(rewards) / max(1, len(rewards)):.2f})")

@@ -33,16 +33,20 @@ frozen clone or not: hits, misses; pools opened, shrunk or closed to make room f
 "step_exec_s_p50" (over all steps), "rewards",
 "actions" (each rollout's, in the order of "rewards"), "step_cache" (per rollout, how each step was served: its
 cache status, for a step that restored a state "<status>:<source>+<calls replayed>", for one that failed
-"error: <its last_action_error>"),
+"error: <its last_action_error>"), "step_exec_s" (per rollout, each step() call's seconds: the same step of the
+same rollout in two configurations is the same action, so they compare step by step), "rollout_spans_s" (per
+rollout: when it started, since the configuration began; how long its reset() took; when it ended),
 "retained_snapshots" (the prefix cache's pool at the end: resident, resident_bytes, attached, evicted, rejected,
 dropped),
-"iterations" (each one's wall; its slowest rollout: steps, hits, think_s, exec_s, longest_step; its steps by
-cache status, the snapshots they scheduled, the seconds they waited for background jobs (in all, and by the jobs
-waited for: "snapshot", "sync" after hits, "reset" (the initial state restored behind the first think), joined
-by "+" when several were) and spent restoring; restores by source (of the steps' own restores: a background
-sync's are not counted); steps run alongside another env's identical call), "think_floor_s"}},
+"iterations" (each one's wall; its slowest rollout: start_s, reset_s, steps, hits, think_s, exec_s, longest_step;
+its steps by cache status, the snapshots they scheduled, the seconds they waited for background jobs (in all,
+and by the jobs waited for: "snapshot", "sync" after hits, "reset" (the initial state restored behind the first
+think), joined by "+" when several were) and spent restoring; restores by source (of the steps' own restores: a
+background sync's are not counted); steps run alongside another env's identical call), "think_floor_s"}},
 "rewards_identical", "reward_differences" (each rollout whose reward differs from the first configuration's:
-where its actions first differ, None when they are the same, and how each configuration served its steps)}
+where its actions first differ, None when they are the same, and how each configuration served its steps),
+"step_time_vs_first" (per later configuration and cache status: steps, and the median and sum of the seconds
+each took more than the same step in the first configuration; see `step_time_vs_first`)}
 and OUT/epoch_*.png. The slowest rollout of an iteration is its critical path; "think_floor_s" (per iteration and
 in all: the rollouts' think times scheduled on the `concurrency` slots in the order they start, see `think_floor`;
 the same in every configuration) is the wall an epoch would take if every step, reset and close cost nothing:
@@ -160,6 +164,7 @@ def run(args: Args, progress: bool = True) -> dict:
         result["configs"][config] = run_config(args, config, tasks, oracles, think, progress)
         result["reward_differences"] = reward_differences(result["configs"], tasks, args.group)
         result["rewards_identical"] = not result["reward_differences"]
+        result["step_time_vs_first"] = step_time_vs_first(result["configs"])
         (out / "epoch.json").write_text(json.dumps(result, indent=1))
     plot(result, out)
     return result
@@ -210,7 +215,7 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
 
     mon = threading.Thread(target=sampler, daemon=True)
     mon.start()
-    hit_rates, rewards, actions, step_cache, tail_steps = [], [], [], [], [0, 0]
+    hit_rates, rewards, actions, step_cache, step_exec, spans, tail_steps = [], [], [], [], [], [], [0, 0]
     matched = predicted = started = skipped = 0
     iterations, iteration_rewards, step_exec_p50, exec_all = [], [], [], []
     bar = tqdm(total=args.iterations * len(tasks) * args.group, desc=config, unit="rollout", disable=not progress)
@@ -254,6 +259,8 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
         rewards += [r.reward for r in rollouts]
         actions += [r.actions for r in rollouts]
         step_cache += [[served(c) for c in r.step_costs] for r in rollouts]
+        step_exec += [[round(s.exec_s, 4) for s in r.steps] for r in rollouts]
+        spans += [[round(r.start_s, 2), round(r.reset_s, 3), round(r.end_s, 2)] for r in rollouts]
         for s in envs_stats:
             matched += s["matched"]
             predicted += s["matched"] + s["aborted"]
@@ -284,7 +291,8 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
             "reward_per_iteration": iteration_rewards,
             "step_exec_s_p50_per_iteration": step_exec_p50, "step_exec_s_p50": round(statistics.median(exec_all), 4),
             "rewards": rewards,
-            "actions": actions, "step_cache": step_cache, "iterations": iterations,
+            "actions": actions, "step_cache": step_cache, "step_exec_s": step_exec, "rollout_spans_s": spans,
+            "iterations": iterations,
             "think_floor_s": round(sum(i["think_floor_s"] for i in iterations), 2)}
 
 
@@ -369,6 +377,27 @@ def reward_differences(configs: dict, tasks: list[str], group: int) -> list[dict
     return out
 
 
+def step_time_vs_first(configs: dict) -> dict:
+    """Per configuration after the first, by how its steps were served (cache status): how many, and the
+    seconds each took more than the same step of the same rollout in the first configuration (base in a full
+    run), as a median and a sum: what hits saved, and what the machinery added to the steps it executed.
+    Steps of rollouts whose actions differ from the first configuration's are left out."""
+    names = list(configs)
+    ref = configs[names[0]]
+    out = {}
+    for name in names[1:]:
+        c = configs[name]
+        deltas = collections.defaultdict(list)
+        for i, (a, b) in enumerate(zip(ref["actions"], c["actions"])):
+            if a != b:
+                continue
+            for status, ours, theirs in zip(c["step_cache"][i], c["step_exec_s"][i], ref["step_exec_s"][i]):
+                deltas[status.split(":")[0]].append(ours - theirs)
+        out[name] = {status: {"steps": len(d), "median_s": round(statistics.median(d), 4), "sum_s": round(sum(d), 2)}
+                     for status, d in sorted(deltas.items())}
+    return out
+
+
 def _sum_by(rows: list[dict], key: str, value: str) -> dict:
     """Sum of `value` over rows grouped by `key` (rows whose value is 0 left out)."""
     out: dict = collections.defaultdict(float)
@@ -399,7 +428,8 @@ def critical_path(rollouts, wall_s: float, concurrency: int) -> dict:
     costs = [c for r in rollouts for c in r.step_costs]
     return {"wall_s": round(wall_s, 2), "longest_think_s": round(max(sum(s.think_s for s in r.steps) for r in rollouts), 2),
             "think_floor_s": round(think_floor(rollouts, concurrency), 2),
-            "slowest": {"task": slow.task_id, "sample": slow.sample, "steps": len(slow.steps), "hits": slow.hits,
+            "slowest": {"task": slow.task_id, "sample": slow.sample, "start_s": round(slow.start_s, 2),
+                        "reset_s": round(slow.reset_s, 2), "steps": len(slow.steps), "hits": slow.hits,
                         "think_s": round(think, 2), "exec_s": round(execute, 2),
                         "other_s": round(slow.end_s - slow.start_s - think - execute, 2),
                         "longest_step": None if longest is None else {

@@ -197,6 +197,8 @@ class Rollout:
     snapshot or sync, seconds restoring a state and the restore itself (source, calls replayed) if there was
     one (`info["bunshin"]`; zeros and None without diagnostics)."""
     start_s: float = 0.0
+    reset_s: float = 0.0
+    """Seconds `reset()` took."""
     end_s: float = 0.0
 
     def trajectory(self, iteration: int | None = None) -> Trajectory:
@@ -236,7 +238,9 @@ def run_sample(env: gym.Env, task_id: str, sample: int, policy: Policy, think: T
     out = Rollout(task_id, sample, start_s=time.monotonic() - clock0)
     sample_id = f"{task_id}-{sample}"
     try:
+        t0 = time.monotonic()
         obs, info = env.reset(options={"task_id": task_id})
+        out.reset_s = time.monotonic() - t0
         done = False
         while not done:
             if tail is not None:

@@ -49,7 +49,7 @@ class StandbyPool:
                 if self._closed.is_set() or len(self._frozen) >= self.size:
                     return
             try:
-                clone = self.snapshot.fork(1, backend=self.backend)[0]
+                clone = self.snapshot.fork(1, backend=self.backend, background=self._bg)[0]
                 clone.freeze()
             except Exception as e:  # noqa: BLE001 - a standby is only a shortcut; take() falls back to a restore
                 self.last_error = e

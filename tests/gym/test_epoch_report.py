@@ -1,6 +1,6 @@
 """The epoch benchmark's report of rewards that differ between configurations, and its think floor (synthetic runs,
 no env)."""
-from benchmarks.epoch_bench import reward_differences, served, think_floor
+from benchmarks.epoch_bench import reward_differences, served, step_time_vs_first, think_floor
 from bunshin_gym.rollout import Rollout
 from bunshin_gym.speculation import TrajectoryStep
 
@@ -55,3 +55,14 @@ def test_the_think_floor_runs_rollouts_beyond_the_slots_one_after_another():
     # two slots: 10 | 8, then 3 takes the slot free at 8 (-> 11), then 6 the slot free at 10 (-> 16)
     assert think_floor(rollouts, 2) == 16.0
     assert think_floor(rollouts, 4) == 10.0, "as many slots as rollouts: the longest think"
+
+
+def test_step_times_compare_the_same_step_of_the_same_rollout_by_how_it_was_served():
+    base = {"actions": [["a", "b"], ["a", "c"]], "step_cache": [["miss", "miss"], ["miss", "miss"]],
+            "step_exec_s": [[1.0, 2.0], [1.0, 3.0]]}
+    cached = {"actions": [["a", "b"], ["a", "d"]], "step_cache": [["hit", "miss:standby+0"], ["miss", "miss"]],
+              "step_exec_s": [[0.1, 2.5], [9.0, 9.0]]}
+    got = step_time_vs_first({"base": base, "cache": cached})["cache"]
+    # the second rollout's actions differ (d vs c): not compared
+    assert got == {"hit": {"steps": 1, "median_s": -0.9, "sum_s": -0.9},
+                   "miss": {"steps": 1, "median_s": 0.5, "sum_s": 0.5}}

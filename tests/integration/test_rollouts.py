@@ -48,6 +48,7 @@ def test_epoch_benchmark_rewards_are_identical_across_configurations(tmp_path):
     assert all(r == rewards[0] for r in rewards) and len(rewards[0]) == 4
     # how each step was served: every step has a status, and the cache's iteration 2 has hits
     assert [len(s) for s in cfgs["cache"]["step_cache"]] == [len(a) for a in cfgs["cache"]["actions"]]
+    assert [len(s) for s in cfgs["cache"]["step_exec_s"]] == [len(a) for a in cfgs["cache"]["actions"]]
     assert "hit" in sum(cfgs["cache"]["step_cache"][2:], [])
     assert cfgs["base"]["hit_rate_per_iteration"] == [0.0, 0.0]
     assert cfgs["cache"]["hit_rate_per_iteration"][1] > 0, "iteration 2 replays iteration 1's prefixes"
