@@ -80,8 +80,14 @@ class RestoreGate:
         me = (priority, next(self._arrivals))
         with self._cond:
             heapq.heappush(self._waiting, me)
-            while self.running >= self.limit or self._waiting[0] != me:
-                self._cond.wait()
+            try:
+                while self.running >= self.limit or self._waiting[0] != me:
+                    self._cond.wait()
+            except BaseException:  # interrupted while waiting: those behind must not wait for it
+                self._waiting.remove(me)
+                heapq.heapify(self._waiting)
+                self._cond.notify_all()
+                raise
             heapq.heappop(self._waiting)
             self.running += 1
             self._cond.notify_all()  # the next waiter may fit too

@@ -77,3 +77,22 @@ def test_the_limit_comes_from_the_environment(monkeypatch):
         _restore_limit()
     with pytest.raises(ValueError, match="limit=0"):
         RestoreGate(0)
+
+
+def test_a_waiter_that_gives_up_does_not_hold_up_those_behind_it(monkeypatch):
+    gate = RestoreGate(1)
+    waits = []
+
+    def interrupted_wait(self, timeout=None):  # the first waiter is interrupted (e.g. KeyboardInterrupt)
+        waits.append(1)
+        raise KeyboardInterrupt
+
+    with gate.slot():
+        monkeypatch.setattr(threading.Condition, "wait", interrupted_wait)
+        with pytest.raises(KeyboardInterrupt):
+            with gate.slot():
+                pass
+        monkeypatch.undo()
+    assert waits and gate._waiting == [] and gate.running == 0
+    with gate.slot():
+        assert gate.running == 1
