@@ -783,9 +783,13 @@ class PrefixTree:
         """Ask the `SnapshotPolicy` whether to snapshot ``node``'s state now (the caller has it live).
         ``think_per_call_s``: the policy's think time a background sync replays each call behind (0: none)."""
         self._check_node(node)
+        budget = self.pool.budget_bytes
         with self._lock:
             if node.snapshot is not None:
                 return SnapshotDecision(False, 0.0, 0.0, 0.0, 0.0, "already retained")
+            if budget is not None and self.policy.est_snapshot_bytes > budget:  # its dump would only be rejected
+                return SnapshotDecision(False, 0.0, 0.0, 0.0, 0.0, f"a snapshot (~{self.policy.est_snapshot_bytes:.0f} "
+                                                                   f"bytes) exceeds the budget of {budget} bytes")
             replay, calls = self._unretained_calls(node)
             hits = node.hits
         return self.policy.decide(replay, hits, hidden_s=think_per_call_s * calls)

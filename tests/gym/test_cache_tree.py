@@ -285,6 +285,16 @@ def test_selective_snapshot_policy_prefers_expensive_prefixes():
     assert not t.should_snapshot(n).retain  # already retained
 
 
+def test_no_snapshot_is_dumped_where_it_cannot_fit_the_budget():
+    from bunshin_gym.cache import SnapshotPolicy, SnapshotPolicyConfig, SnapshotPool
+    pol = SnapshotPolicy(SnapshotPolicyConfig(snapshot_s=0.5, restore_s=0.5, est_snapshot_bytes=300 << 20))
+    for budget, worth_it in ((None, True), (400 << 20, True), (200 << 20, False), (0, False)):
+        t = PrefixTree("task", "d", policy=pol, pool=SnapshotPool(budget))
+        d = t.should_snapshot(t.record(t.root, "build()", R(2), 30.0))  # 30 s of replay: worth a snapshot
+        assert d.retain == worth_it, (budget, d)
+        assert worth_it or "exceeds the budget" in d.reason  # budget 0 turns snapshots off: nothing is dumped
+
+
 def test_policy_weighs_memory_and_visits():
     from bunshin_gym.cache import SnapshotPolicy, SnapshotPolicyConfig
     cfg = SnapshotPolicyConfig(snapshot_s=0.0, restore_s=0.0, bytes_cost_s_per_gib=10.0,
