@@ -9,7 +9,10 @@ import time
 from pathlib import Path
 
 from . import criu, memfile, paths
-from .cgroups import WorkspaceCgroups
+from .cgroups import WorkspaceCgroups, reap
+
+# PID 1 exits only after every task of its namespace is gone: a browser's tree on a loaded machine takes seconds.
+INIT_EXIT_WAIT_S = 20.0
 
 
 def _mounted_under(root: Path) -> list[str]:
@@ -59,14 +62,11 @@ def collect() -> list[str]:
                     log.append(f"killed orphaned workspace {d.name} (init {pid})")
                 except ProcessLookupError:
                     pass
-                # PID 1 exits only after every task of its namespace is gone: a browser's tree on a loaded
-                # machine takes seconds. Adopted by this process (a subreaper) when its owner died: reap it.
-                deadline = time.monotonic() + 20
+                # Adopted by this process (a subreaper) when its owner died: reaped now, or by a daemon thread
+                # when it exits later, never left a zombie; one that is not ours is waited for up to the deadline.
+                deadline = time.monotonic() + INIT_EXIT_WAIT_S
+                reap(pid, deadline)
                 while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
-                    try:
-                        os.waitpid(pid, os.WNOHANG)
-                    except ChildProcessError:
-                        pass
                     time.sleep(0.01)
             _kill_cgroup(d.name, log)  # a frozen (standby) clone ignores SIGKILL until thawed
             for m in _mounted_under(d):

@@ -43,3 +43,30 @@ def test_gc_keeps_the_cgroups_of_other_state_dirs_workspaces(tmp_path):
     finally:
         if cg.path.exists():
             cg.remove()
+
+
+_LATE_INIT = """
+import os, signal, subprocess, sys, time
+from forkcore import gc, paths
+gc.INIT_EXIT_WAIT_S = 0.3
+# An orphaned workspace's init, adopted by this process, that exits only after gc's wait (as a browser's tree
+# on a loaded machine does): the kill is withheld and it ends by itself after 1 s.
+init = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1)"])
+ws = paths.STATE_DIR / "ws" / sys.argv[1]
+ws.mkdir(parents=True)
+(ws / "init.pid").write_text(str(init.pid))
+real_kill = os.kill
+gc.os.kill = lambda pid, sig: None if pid == init.pid else real_kill(pid, sig)
+gc.collect()
+time.sleep(2)
+try:
+    print(open(f"/proc/{init.pid}/stat").read().split(")")[1].split()[0])
+except FileNotFoundError:
+    print("gone")
+"""
+
+
+def test_gc_reaps_an_adopted_init_that_exits_after_its_wait(tmp_path):
+    name = f"gctest-{uuid.uuid4().hex[:8]}"
+    state = _run(tmp_path, "-c", _LATE_INIT, name).strip()
+    assert state == "gone", f"the late init was left as {state!r} (Z: a zombie nobody reaps)"
