@@ -150,13 +150,14 @@ def _print_epoch(result: dict) -> None:
                           for i in c["iterations"])
         typer.echo(f"{name:<11} slowest rollout per iteration: {paths}")
     floor = next(iter(cfgs.values()))["think_floor_s"]
-    typer.echo(f"think floor (every step, reset and close free; rollouts scheduled on the slots): {floor:.1f} s")
+    share = (f"; {floor / cfgs['base']['wall_s']:.3f}x base's wall" if "base" in cfgs else "")
+    typer.echo(f"think floor (every step, reset and close free; rollouts scheduled on the slots): {floor:.1f} s{share}")
     if "base" in cfgs and cfgs["base"]["wall_s"] > floor:
         above = cfgs["base"]["wall_s"] - floor
         for name, c in cfgs.items():
             if name != "base":
                 typer.echo(f"  {name} saved {cfgs['base']['wall_s'] - c['wall_s']:.1f} s of base's {above:.1f} s above "
-                           f"the floor; the floor is {floor / cfgs['base']['wall_s']:.3f}x base's wall")
+                           "the floor")
     for name, by_status in result.get("step_time_vs_first", {}).items():
         typer.echo(f"  {name}'s steps vs the same steps in {next(iter(cfgs))}: " + "; ".join(
             f"{status} {d['steps']} (median {d['median_s']:+.3f} s, sum {d['sum_s']:+.1f} s)"
