@@ -125,7 +125,7 @@ class BunshinEnv(gym.Env):
         self.action_space = self.adapter.action_space()
         self.render_mode = render_mode
         self.speculator = Speculator(selector, self.config.speculate_k, self.config.speculate_min_idle_cpus,
-                                     runtime().idle_cpus)
+                                     runtime().idle_cpus, runtime().reaper.destroy)
         self._stats_sink = stats_sink
         self.episode: Episode | None = None
 

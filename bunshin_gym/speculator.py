@@ -4,9 +4,11 @@ It borrows the live workspace from the `Restorer` (no fork: a CRIU dump + restor
 than the think time it hides on small machines), runs the chain there and records each result in the
 prefix tree. Every actual call is checked against the chain (`SpeculativeChain`): a match is served from
 the tree (waiting for the in-flight call if needed) and the workspace is handed back when the episode next
-needs a live one; a mismatch aborts the chain and destroys its workspace (the next miss re-materialises the
-state from the tree). `stop()` always joins the thread before returning, so nothing it runs can land in a
-tree after the episode moved on (reset to another task, close).
+needs a live one. A mismatch aborts the chain: a call it is running is cut short (its workspace is killed,
+the call abandoned in the tree: nothing recorded, a waiting env claims it again) instead of being waited for
+on the episode's critical path; a chain stopped between calls keeps its workspace for adoption where it holds
+the episode's state. `stop()` always joins the thread before returning, so nothing it runs can land in a tree
+after the episode moved on (reset to another task, close).
 """
 from __future__ import annotations
 
@@ -26,6 +28,9 @@ class _Run:
     def __init__(self, chain: SpeculativeChain, workspace: Workspace, node: Node) -> None:
         self.chain, self.workspace, self.node = chain, workspace, node
         self.abort = threading.Event()
+        self.lock = threading.Lock()  # orders `abort` against `executing`: a call is killed only while it runs
+        self.executing = False
+        self.killed = False
         self.error: Exception | None = None
         self.thread: threading.Thread | None = None
 
@@ -39,14 +44,18 @@ class Speculator:
         min_idle_cpus: start a chain only while at least this many CPUs were idle over the last second
             (`idle_cpus()`, e.g. `Runtime.idle_cpus`): a chain uses CPU the policy leaves idle (the GPU thinks);
             on a saturated machine it would slow every other rollout down. 0: always.
+        discard: destroys a workspace the speculator no longer needs (e.g. `Reaper.destroy`, off the critical
+            path). Default: `Workspace.destroy`.
     Attributes:
         enabled: toggled per env (the rollout driver's tail selection does).
         filter: signature -> bool: worth running ahead? A chain stops at the first call that is not.
     """
 
     def __init__(self, selector: Any, k: int, min_idle_cpus: float = 0.0,
-                 idle_cpus: Callable[[], float | None] | None = None) -> None:
+                 idle_cpus: Callable[[], float | None] | None = None,
+                 discard: Callable[[Workspace], None] | None = None) -> None:
         self.selector, self.k = selector, k
+        self.discard = discard if discard is not None else Workspace.destroy
         self.min_idle_cpus, self.idle_cpus = min_idle_cpus, idle_cpus
         self.enabled = selector is not None
         self.filter: Callable[[str], bool] | None = None
@@ -97,18 +106,31 @@ class Speculator:
                 before(run.workspace, run.node)
             try:
                 for sig in run.chain.calls:
-                    if run.abort.is_set():
+                    if tree.is_in_flight(run.node, sig):  # another env runs it: stop at the last state held
                         return
                     with tree.acquire_miss(run.node, sig) as claim:
                         if not claim.leader:  # already known (another env ran it): stop at the last state held
                             return
+                        with run.lock:
+                            if run.abort.is_set():
+                                claim.abandon()
+                                return
+                            run.executing = True
                         t0 = time.monotonic()
-                        step = execute(run.workspace, sig)
+                        try:
+                            step = execute(run.workspace, sig)
+                        finally:
+                            with run.lock:
+                                run.executing = False
+                        if run.abort.is_set():  # maybe killed mid-call: what it returned is not the call's result
+                            claim.abandon()
+                            return
                         run.node = claim.complete(step, time.monotonic() - t0)
                     if step.terminated:
                         return
             except Exception as e:  # noqa: BLE001 - a failed speculation only costs its time
-                run.error = e
+                if not run.killed:
+                    run.error = e
 
         run.thread = threading.Thread(target=body, name="bunshin-speculation", daemon=True)
         self._run = run
@@ -130,8 +152,10 @@ class Speculator:
                 time.sleep(0.005)
             diag["speculation_wait_s"] = time.monotonic() - t0
         elif outcome is ChainOutcome.MISMATCH:
-            self.stop()
+            t0 = time.monotonic()
+            self._halt(run)  # its workspace stays for `take_workspace` (where it holds the episode's state)
             diag["speculation_match"] = False
+            diag["speculation_stop_s"] = round(time.monotonic() - t0, 4)
         # EXHAUSTED: the chain ran out; keep its workspace for adoption at the next miss
 
     @property
@@ -142,21 +166,32 @@ class Speculator:
     def take_workspace(self, node: Node) -> Workspace | None:
         """The finished chain's workspace if it holds `node`'s state (the speculation is over after)."""
         run = self._run
-        if run is None or run.thread.is_alive() or run.node is not node or run.error is not None:
+        if (run is None or run.thread.is_alive() or run.node is not node or run.error is not None
+                or run.killed):
             return None
         ws, run.workspace, self._run = run.workspace, None, None
         self.adopted += 1
         return ws
 
     def stop(self) -> None:
-        """Abort the chain, wait for its thread and destroy its workspace."""
+        """Abort the chain (a call it is running is cut short), wait for its thread, destroy its workspace."""
         run, self._run = self._run, None
         if run is None:
             return
-        run.abort.set()
-        run.thread.join()
+        self._halt(run)
         if run.workspace is not None:
-            run.workspace.destroy()
+            self.discard(run.workspace)
+
+    @staticmethod
+    def _halt(run: _Run) -> None:
+        """Abort `run` and join its thread; a call it is executing is ended by killing its workspace (waiting
+        for it would put the rest of a call nobody asked for on the episode's critical path)."""
+        with run.lock:
+            run.abort.set()
+            run.killed = run.executing
+        if run.killed:
+            run.workspace.kill()
+        run.thread.join()
 
     @property
     def counters(self) -> dict:

@@ -530,6 +530,16 @@ class Workspace:
             snap.release()
 
     # ---- teardown ---------------------------------------------------------------------------------
+    def kill(self) -> None:
+        """SIGKILL every process now, without waiting for a call in flight (it fails: the executor is gone);
+        `destroy()` still reaps, unmounts and removes the state. Never during `snapshot()`."""
+        if self._destroyed:
+            return
+        try:
+            os.kill(self.init_pid, signal.SIGKILL)  # PID 1 of a pid namespace: the kernel kills all of it
+        except ProcessLookupError:
+            pass
+
     def destroy(self) -> None:
         """Kill every process, unmount, remove its state. Idempotent; leaves nothing behind."""
         with self._lock:

@@ -44,6 +44,7 @@ from __future__ import annotations
 import hashlib
 import math
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -324,13 +325,14 @@ class TreeStats:
 
 
 class _Flight:
-    __slots__ = ("event", "node", "result", "error")
+    __slots__ = ("event", "node", "result", "error", "abandoned")
 
     def __init__(self) -> None:
         self.event = threading.Event()
         self.node: Node | None = None
         self.result: CachedStep | None = None
         self.error: BaseException | None = None
+        self.abandoned = False
 
 
 class MissClaim:
@@ -385,6 +387,15 @@ class MissClaim:
             return
         self._done = True
         self._tree._finish_flight(self._parent, self.signature, self._flight, None, None, error)
+
+    def abandon(self) -> None:
+        """Give up without a verdict on the call (leader only; e.g. a speculative run aborted mid-call): nothing
+        is recorded and the waiters claim it again, one of them as the new leader."""
+        if not self.leader or self._done:
+            return
+        self._done = True
+        self._flight.abandoned = True
+        self._tree._finish_flight(self._parent, self.signature, self._flight, None, None, None)
 
     def __enter__(self) -> MissClaim:
         return self
@@ -620,7 +631,7 @@ class PrefixTree:
         The first caller gets ``claim.leader == True`` at once and must execute, then
         ``claim.complete(result, cost_s)`` (or ``claim.fail(exc)``; leaving a ``with`` block does that). Other
         callers for the same ``(parent, signature)`` block until then and get a non-leader claim with
-        ``node``/``result`` set. If the call is already recorded, a non-leader claim returns immediately.
+        ``node``/``result`` set; after ``claim.abandon()`` they claim it again (one becomes the leader). If the call is already recorded, a non-leader claim returns immediately.
 
         Args:
             timeout: seconds a follower waits (default: the tree's ``miss_timeout_s``; None = forever).
@@ -634,22 +645,26 @@ class PrefixTree:
             timeout = self.miss_timeout_s
         ro = self.is_readonly(signature)
         key = (id(parent), signature)
-        with self._lock:
-            done = parent.side.get(signature) if ro else parent.children.get(signature)
-            if done is not None:
-                node = parent if ro else done
-                return MissClaim(self, parent, signature, False, None, node, done.result)
-            flight = self._flights.get(key)
-            if flight is None:
-                flight = _Flight()
-                self._flights[key] = flight
-                return MissClaim(self, parent, signature, True, flight)
-            self._coalesced += 1
-        if not flight.event.wait(timeout):
-            raise SingleFlightTimeout(signature, float(timeout))  # type: ignore[arg-type]
-        if flight.error is not None:
-            raise MissExecutionError(signature, flight.error) from flight.error
-        return MissClaim(self, parent, signature, False, None, flight.node, flight.result, waited=True)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            with self._lock:
+                done = parent.side.get(signature) if ro else parent.children.get(signature)
+                if done is not None:
+                    node = parent if ro else done
+                    return MissClaim(self, parent, signature, False, None, node, done.result)
+                flight = self._flights.get(key)
+                if flight is None:
+                    flight = _Flight()
+                    self._flights[key] = flight
+                    return MissClaim(self, parent, signature, True, flight)
+                self._coalesced += 1
+            if not flight.event.wait(None if deadline is None else max(0.0, deadline - time.monotonic())):
+                raise SingleFlightTimeout(signature, float(timeout))  # type: ignore[arg-type]
+            if flight.abandoned:  # its leader gave up without running it to the end: claim it again
+                continue
+            if flight.error is not None:
+                raise MissExecutionError(signature, flight.error) from flight.error
+            return MissClaim(self, parent, signature, False, None, flight.node, flight.result, waited=True)
 
     def execute(self, parent: Node, signature: str, fn: Callable[[], tuple[CachedStep, float]],
                 timeout: float | None = ...) -> MissClaim:  # type: ignore[assignment]

@@ -216,6 +216,30 @@ def test_leader_failure_propagates_to_waiters_and_records_nothing():
     assert t.lookup(["boom()"]).result.observation == "ok"
 
 
+def test_a_waiter_claims_an_abandoned_call_again_and_executes_it():
+    """A leader that gives up without a verdict (a speculative call cut short) leaves nothing recorded and
+    no error: the waiter becomes the leader, runs the call and records it."""
+    t = PrefixTree("task", "d")
+    claim = t.acquire_miss(t.root, "slow()")
+    out = {}
+
+    def follower():
+        retry = t.acquire_miss(t.root, "slow()", timeout=10)
+        out["leader"] = retry.leader
+        if retry.leader:
+            retry.complete(R("ran here"), 0.1)
+
+    th = threading.Thread(target=follower)
+    th.start()
+    deadline = time.monotonic() + 5
+    while t.stats().coalesced < 1 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    claim.abandon()
+    th.join(10)
+    assert out == {"leader": True}, "the waiter raised or waited on, instead of claiming the call"
+    assert t.lookup(["slow()"]).result.observation == "ran here" and t.in_flight() == 0
+
+
 def test_follower_times_out_while_leader_is_stuck():
     t = PrefixTree("task", "d")
     claim = t.acquire_miss(t.root, "stuck()")

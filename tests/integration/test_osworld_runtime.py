@@ -4,6 +4,7 @@ recording drops that subtree instead of serving it, and reset() stops speculatio
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import gymnasium as gym
 import pytest
@@ -122,8 +123,8 @@ def test_a_replay_that_differs_from_its_recording_drops_that_subtree(depth, fiel
 
 
 def test_reset_stops_speculation_before_it_switches_task():
-    """An in-flight speculative call finishes into the tree of the task it was started for, with that task's
-    instruction, never the next task's."""
+    """An in-flight speculative call is cut short (nothing recorded) or lands in the tree of the task it was
+    started for, with that task's instruction, never the next task's."""
     slow = "import time; time.sleep(3)"
     actions = ["pyautogui.typewrite('x')", slow]
     probe = _make(cache=False)
@@ -140,6 +141,37 @@ def test_reset_stops_speculation_before_it_switches_task():
         obs, _ = env.reset(options={"task_id": "os-mkdir-nested"})
         assert obs["instruction"] != goal
         m = tree.lookup(history + [slow_sig], count=False)
-        assert m.hit and m.result.observation["instruction"] == goal
+        assert not m.hit or m.result.observation["instruction"] == goal
+        assert tree.in_flight() == 0
+    finally:
+        env.close()
+
+
+def test_a_mismatch_cuts_the_running_speculative_call_short():
+    """The policy's call differs from the one the chain is running: that call is killed, not waited for, and
+    nothing is recorded for it; the actual call gives what executing it fresh gives."""
+    first, slow, other = "pyautogui.typewrite('ab')", "import time; time.sleep(60)", "pyautogui.typewrite('c')"
+    probe = _make(cache=False)
+    try:
+        selector = _selector(probe, [first, slow])
+        expected = _run(probe, [first, other])[2]
+    finally:
+        probe.close()
+    env = _make(selector=selector, diagnostics=True)
+    try:
+        env.reset()
+        _, _, _, _, info = env.step(first)
+        assert "started" in info["bunshin"].get("speculation", {}), info["bunshin"]
+        tree, node, history = env.unwrapped.episode.tree, env.unwrapped.episode.node, list(env.unwrapped.history)
+        slow_sig = env.unwrapped.adapter.canonical_action(slow)
+        deadline = time.monotonic() + 60
+        while not tree.is_in_flight(node, slow_sig):
+            assert time.monotonic() < deadline, "the chain never started its slow call"
+            time.sleep(0.05)
+        obs, reward, term, trunc, info = env.step(other)
+        assert info["bunshin"]["speculation_match"] is False
+        assert info["bunshin"]["speculation_stop_s"] < 30, "the mismatch waited for the 60 s call to end"
+        assert (_exact(env, obs), reward, term, trunc) == expected
+        assert not tree.lookup(history + [slow_sig], count=False).hit and tree.in_flight() == 0
     finally:
         env.close()
