@@ -86,7 +86,7 @@ class Episode:
     def _step(self, signature: str, diag: dict) -> CachedStep:
         history = self.history + [signature]
         self.speculator.on_action(signature, lambda: self.tree.lookup(history, count=False).hit, diag)
-        if diag.get("speculation_match") is False:  # the chain stopped: its workspace is live if it holds this state
+        if diag.get("speculation_match") is False:  # the chain stopped: adopt its workspace if it is here
             ws = self.speculator.take_workspace(self.node)
             if ws is not None:
                 self.restorer.adopt(ws, self.node)

@@ -533,8 +533,10 @@ class Workspace:
     def kill(self) -> None:
         """SIGKILL every process now, without waiting for a call in flight (it fails: the executor is gone);
         `destroy()` still reaps, unmounts and removes the state. Never during `snapshot()`."""
-        if self._destroyed:
-            return
+        if not self._destroyed:
+            self._kill_init()
+
+    def _kill_init(self) -> None:
         try:
             os.kill(self.init_pid, signal.SIGKILL)  # PID 1 of a pid namespace: the kernel kills all of it
         except ProcessLookupError:
@@ -551,10 +553,7 @@ class Workspace:
                 self._cgroups.thaw()  # a frozen task cannot die
             except (OSError, TimeoutError):
                 pass
-            try:
-                os.kill(self.init_pid, signal.SIGKILL)  # PID 1 of a pid namespace: the kernel kills all of it
-            except ProcessLookupError:
-                pass
+            self._kill_init()
             self._reap()
             _umount(self.dir / "merged")
             _umount(self.dir / "rw")

@@ -631,7 +631,8 @@ class PrefixTree:
         The first caller gets ``claim.leader == True`` at once and must execute, then
         ``claim.complete(result, cost_s)`` (or ``claim.fail(exc)``; leaving a ``with`` block does that). Other
         callers for the same ``(parent, signature)`` block until then and get a non-leader claim with
-        ``node``/``result`` set; after ``claim.abandon()`` they claim it again (one becomes the leader). If the call is already recorded, a non-leader claim returns immediately.
+        ``node``/``result`` set; after ``claim.abandon()`` they claim it again (one becomes the leader). If the
+        call is already recorded, a non-leader claim returns immediately.
 
         Args:
             timeout: seconds a follower waits (default: the tree's ``miss_timeout_s``; None = forever).
