@@ -366,6 +366,20 @@ class Workspace:
                               f"process(es) in it (its memory limit is {self.spec.memory_max_mb} MB: "
                               "WorkspaceSpec.memory_max_mb)")
 
+    def _damage_after_a_failed_dump(self, settle_s: float = 0.5) -> str:
+        """Why the workspace is broken after a dump that did not finish, or "". CRIU killed while its code ran
+        inside a process (an injected syscall, its parasite) leaves that process unable to go back to what it
+        ran: it dies a moment after CRIU, so this watches for a while."""
+        deadline = time.monotonic() + settle_s
+        while True:
+            try:
+                self.check_services()
+            except ServiceDied as died:
+                return str(died)
+            if time.monotonic() > deadline:
+                return ""
+            time.sleep(0.05)
+
     def _stage1_log(self) -> str:
         try:
             return (self.dir / "stage1.log").read_text(errors="replace")
@@ -498,6 +512,9 @@ class Workspace:
                            f"{criu.log_tail(images / 'dump.log')}")
                     keep = criu.keep_log(images / "dump.log", paths.STATE_DIR / "failed" / f"dump-{snap_id}.log")
                     shutil.rmtree(snap_dir, ignore_errors=True)
+                    damage = self._damage_after_a_failed_dump()
+                    if damage:
+                        why += f"\nthe interrupted dump damaged the workspace: {damage}. Destroy it."
                     raise SnapshotError(f"{why}\nfull log: {keep or 'not kept'}", keep and str(keep))
                 if not self.alive:
                     shutil.rmtree(snap_dir, ignore_errors=True)
