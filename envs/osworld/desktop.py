@@ -192,6 +192,8 @@ def desktop_env(home: str | os.PathLike, display: int, *, marker: str | None = N
         "NO_AT_BRIDGE": "0",
         "GTK_OVERLAY_SCROLLING": "0",
         "BUNSHIN_DESKTOP_RUN": str(run),
+        # LibreOffice and GTK keep temp dirs there: a host-run desktop would leave them in the host's /tmp
+        "TMPDIR": str(run / "tmp"),
     }
     if marker:
         env["BUNSHIN_DESKTOP"] = marker
@@ -255,9 +257,10 @@ def prepare_home(home: str | os.PathLike) -> None:
         (home / sub).mkdir(parents=True, exist_ok=True)
     (home / ".Xauthority").touch()
     run = _run_dir(home)
-    for sub in ("xdg", "logs", "terminal"):
+    for sub in ("xdg", "logs", "terminal", "tmp"):
         (run / sub).mkdir(parents=True, exist_ok=True)
     os.chmod(run / "xdg", 0o700)
+    os.chmod(run / "tmp", 0o1777)
     _openbox_rc(home)
     lo_user = home / _LO_PROFILE / "user"
     lo_user.mkdir(parents=True, exist_ok=True)
