@@ -144,10 +144,24 @@ def save(path):
     """Ctrl+S, then wait (up to 50 s, within the action's 60 s) until the file's mtime changes: a fixed sleep
     lost saves under load, and with 8 desktops on 2 cores an .xlsx save can take over 30 s. A save that does
     not happen raises: Writer's accessibility tree is the same saved or not, so this error is what tells a
-    replay whose save was lost from its recording (the replay checks each call's last_action_error)."""
-    return (f"import os\np = os.path.expanduser({path!r})\nm = os.stat(p).st_mtime_ns\n"
-            "pyautogui.hotkey('ctrl', 's')\nfor _ in range(250):\n    time.sleep(0.2)\n"
+    replay whose save was lost from its recording (the replay checks each call's last_action_error). When
+    nothing else in the desktop runs for 5 s (no CPU tick, no thread runnable or in disk wait), no save is
+    coming (a menu or dialog took the keys): it raises then instead of waiting out the 50 s."""
+    return (f"import glob, os\np = os.path.expanduser({path!r})\nm = os.stat(p).st_mtime_ns\n"
+            "mine = {str(os.getpid()), str(os.getppid())}\n"
+            "def activity():\n"
+            "    ticks, running = 0, False\n"
+            "    for stat in glob.glob('/proc/[0-9]*/task/[0-9]*/stat'):\n"
+            "        if stat.split('/')[2] in mine:\n            continue\n"
+            "        try:\n            f = open(stat).read().rsplit(')', 1)[1].split()\n"
+            "        except OSError:\n            continue\n"
+            "        ticks, running = ticks + int(f[11]) + int(f[12]), running or f[0] in 'RD'\n"
+            "    return ticks, running\n"
+            "pyautogui.hotkey('ctrl', 's')\nlast, quiet = activity()[0], 0\nfor _ in range(250):\n    time.sleep(0.2)\n"
             "    if os.stat(p).st_mtime_ns != m:\n        break\n"
+            "    ticks, running = activity()\n    quiet, last = (0 if running or ticks - last > 1 else quiet + 1), ticks\n"
+            "    if quiet == 25:\n"
+            "        raise TimeoutError('the file was not written: nothing ran in the desktop for 5 s after Ctrl+S')\n"
             "else:\n    raise TimeoutError('the file was not written within 50 s of Ctrl+S')\ntime.sleep(1)")
 def wait_window(title):
     """Wait (up to 30 s) until a window with this title is mapped, e.g. Calc's after an import dialog."""
