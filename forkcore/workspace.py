@@ -367,7 +367,7 @@ class Workspace:
                               "WorkspaceSpec.memory_max_mb)")
 
     def _damage_after_a_failed_dump(self, settle_s: float = 0.5) -> str:
-        """Why the workspace is broken after a dump that did not finish, or "". CRIU killed while its code ran
+        """A line for the dump's error saying why the workspace is broken now, or "". CRIU killed while its code ran
         inside a process (an injected syscall, its parasite) leaves that process unable to go back to what it
         ran: it dies a moment after CRIU, so this watches for a while."""
         deadline = time.monotonic() + settle_s
@@ -375,7 +375,7 @@ class Workspace:
             try:
                 self.check_services()
             except ServiceDied as died:
-                return str(died)
+                return f"\nthe interrupted dump damaged the workspace: {died}. Destroy it."
             if time.monotonic() > deadline:
                 return ""
             time.sleep(0.05)
@@ -486,10 +486,12 @@ class Workspace:
                     t0 = time.monotonic()
                     try:
                         r = criu.dump(opts)
-                    except subprocess.TimeoutExpired as e:
+                    except subprocess.TimeoutExpired as e:  # CRIU was killed: it may have left damage too
+                        keep = criu.keep_log(images / "dump.log", paths.STATE_DIR / "failed" / f"dump-{snap_id}.log")
                         shutil.rmtree(snap_dir, ignore_errors=True)
-                        raise SnapshotError(f"criu dump of {self.id} timed out after {e.timeout}s",
-                                            str(images / "dump.log"))
+                        raise SnapshotError(f"criu dump of {self.id} timed out after {e.timeout}s"
+                                            f"{self._damage_after_a_failed_dump()}\nfull log: {keep or 'not kept'}",
+                                            keep and str(keep))
                     dump_s = time.monotonic() - t0
                     unrestorable = criu.thread_proc_files(images / "dump.log") if r.returncode == 0 else []
                     if attempt == DUMP_ATTEMPTS or not (unrestorable or r.returncode != 0 and criu.dump_raced(
@@ -512,9 +514,7 @@ class Workspace:
                            f"{criu.log_tail(images / 'dump.log')}")
                     keep = criu.keep_log(images / "dump.log", paths.STATE_DIR / "failed" / f"dump-{snap_id}.log")
                     shutil.rmtree(snap_dir, ignore_errors=True)
-                    damage = self._damage_after_a_failed_dump()
-                    if damage:
-                        why += f"\nthe interrupted dump damaged the workspace: {damage}. Destroy it."
+                    why += self._damage_after_a_failed_dump()
                     raise SnapshotError(f"{why}\nfull log: {keep or 'not kept'}", keep and str(keep))
                 if not self.alive:
                     shutil.rmtree(snap_dir, ignore_errors=True)
