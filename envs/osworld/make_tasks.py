@@ -159,7 +159,8 @@ def save(path):
             "    return ticks, running\n"
             "pyautogui.hotkey('ctrl', 's')\nlast, quiet = activity()[0], 0\nfor _ in range(250):\n    time.sleep(0.2)\n"
             "    if os.stat(p).st_mtime_ns != m:\n        break\n"
-            "    ticks, running = activity()\n    quiet, last = (0 if running or ticks - last > 1 else quiet + 1), ticks\n"
+            "    ticks, running = activity()\n"
+            "    quiet, last = (0 if running or ticks - last > 1 else quiet + 1), ticks\n"
             "    if quiet == 25:\n"
             "        raise TimeoutError('the file was not written: nothing ran in the desktop for 5 s after Ctrl+S')\n"
             "else:\n    raise TimeoutError('the file was not written within 50 s of Ctrl+S')\ntime.sleep(1)")
