@@ -367,8 +367,8 @@ class Workspace:
                               "WorkspaceSpec.memory_max_mb)")
 
     def _damage_after_a_failed_dump(self, settle_s: float = 0.5) -> str:
-        """A line for the dump's error saying why the workspace is broken now, or "". CRIU killed while its code ran
-        inside a process (an injected syscall, its parasite) leaves that process unable to go back to what it
+        """A line for the dump's error saying why the workspace is broken now, or "". CRIU killed while its code
+        ran inside a process (an injected syscall, its parasite) leaves that process unable to go back to what it
         ran: it dies a moment after CRIU, so this watches for a while."""
         deadline = time.monotonic() + settle_s
         while True:
@@ -477,6 +477,13 @@ class Workspace:
                     tmp.chmod(0o755)
                     os.replace(tmp, script)
                 layer = snap_dir / "layer"
+
+                def dump_failed(why: str) -> SnapshotError:  # its log kept, its dir gone, damage it left named
+                    keep = criu.keep_log(images / "dump.log", paths.STATE_DIR / "failed" / f"dump-{snap_id}.log")
+                    shutil.rmtree(snap_dir, ignore_errors=True)
+                    return SnapshotError(f"{why}{self._damage_after_a_failed_dump()}\nfull log: {keep or 'not kept'}",
+                                         keep and str(keep))
+
                 opts = criu.DumpOptions(
                     pid=self.init_pid, images_dir=images,
                     external_mounts=tuple((m, k) for m, k, _ in _external_mounts(self.dev_nodes)),
@@ -487,11 +494,7 @@ class Workspace:
                     try:
                         r = criu.dump(opts)
                     except subprocess.TimeoutExpired as e:  # CRIU was killed: it may have left damage too
-                        keep = criu.keep_log(images / "dump.log", paths.STATE_DIR / "failed" / f"dump-{snap_id}.log")
-                        shutil.rmtree(snap_dir, ignore_errors=True)
-                        raise SnapshotError(f"criu dump of {self.id} timed out after {e.timeout}s"
-                                            f"{self._damage_after_a_failed_dump()}\nfull log: {keep or 'not kept'}",
-                                            keep and str(keep))
+                        raise dump_failed(f"criu dump of {self.id} timed out after {e.timeout}s")
                     dump_s = time.monotonic() - t0
                     unrestorable = criu.thread_proc_files(images / "dump.log") if r.returncode == 0 else []
                     if attempt == DUMP_ATTEMPTS or not (unrestorable or r.returncode != 0 and criu.dump_raced(
@@ -512,10 +515,7 @@ class Workspace:
                            "before snapshotting." if unrestorable else
                            f"criu dump of workspace {self.id} failed (exit {r.returncode}):\n"
                            f"{criu.log_tail(images / 'dump.log')}")
-                    keep = criu.keep_log(images / "dump.log", paths.STATE_DIR / "failed" / f"dump-{snap_id}.log")
-                    shutil.rmtree(snap_dir, ignore_errors=True)
-                    why += self._damage_after_a_failed_dump()
-                    raise SnapshotError(f"{why}\nfull log: {keep or 'not kept'}", keep and str(keep))
+                    raise dump_failed(why)
                 if not self.alive:
                     shutil.rmtree(snap_dir, ignore_errors=True)
                     raise SnapshotError(f"workspace {self.id} died during its snapshot:\n{self.logs()}")

@@ -29,7 +29,7 @@ def _kill_criu_when_it_runs(action: str, after_s: float, first: int | None = Non
                 time.sleep(after_s)
                 if first is not None:
                     os.kill(first, 9)
-                    while (proc_stat(first) or (0, "Z"))[1][0] not in "ZX":  # dead before CRIU is
+                    while (stat := proc_stat(first)) is not None and stat[1][0] not in "ZX":  # dead before CRIU
                         time.sleep(0.002)
                 with contextlib.suppress(ProcessLookupError):  # CRIU may fail on its own at the death
                     os.kill(pid, 9)
