@@ -112,6 +112,12 @@ class EnvAdapter(abc.ABC):
         """The ``last_action_error`` of an executor answer, as `decode` puts it into the observation."""
         return str(raw.get("last_action_error", "") or "")
 
+    def observation_seconds(self, raw: Any) -> float:
+        """Seconds a step's executor answer spent observing, which a replay saves where
+        ``replay_observes_every_call`` is False (0 otherwise: a replay costs what the call did). The snapshot
+        policy and the restore planner price a replay by it."""
+        return 0.0
+
     @abc.abstractmethod
     def observation_space(self) -> spaces.Dict:
         ...

@@ -25,7 +25,7 @@ import gymnasium as gym
 from forkcore import ExecutorError, ExecutorUnreachable, ForkcoreError, RestoreFailed, SnapshotError, Workspace
 
 from .adapter import EnvAdapter, Task
-from .cache import CachedStep, CacheError, CacheStore, MissExecutionError, Node, PrefixTree
+from .cache import CachedStep, CacheError, CacheStore, Executed, MissExecutionError, Node, PrefixTree
 from .restorer import ReplayDiverged, Restorer
 from .runtime import Runtime
 from .speculator import Speculator
@@ -132,7 +132,7 @@ class Episode:
             with self.tree.acquire_miss(node, sig, timeout=self.call_timeout_s + 60) as claim:
                 if not claim.leader:
                     if alongside is not None:
-                        self._keep_alongside(claim.node, alongside[0], diag)
+                        self._keep_alongside(claim.node, alongside.step, diag)
                     node, step = claim.node, claim.result
                     diag["cache"] = "waited"
                     continue
@@ -144,40 +144,37 @@ class Episode:
                     diag["cache"], diag["shared_record"] = "hit", True
                     continue
                 if alongside is not None:  # the env it ran alongside failed: this run is the record
-                    step, exec_s = alongside
+                    step, exec_s, replay_s = alongside
                 else:
                     self._live(node, diag)
-                    t0 = time.monotonic()
-                    step = self.execute(self.restorer.workspace, sig)
-                    exec_s = time.monotonic() - t0
-                node = claim.complete(step, exec_s)
+                    step, exec_s, replay_s = self.execute(self.restorer.workspace, sig)
+                node = claim.complete(step, exec_s, replay_s)
                 self.restorer.node = node
                 diag["cache"] = "miss"
                 if shared is not None:
                     shared.put(self.tree.key, prefix, step, exec_s)
         return node, step
 
-    def _run_alongside(self, node: Node, signature: str, diag: dict) -> tuple[CachedStep, float] | None:
+    def _run_alongside(self, node: Node, signature: str, diag: dict) -> Executed | None:
         """Where another env is executing this very call from `node`'s state and this episode's live workspace
         holds that state too (a group's rollouts in lockstep), execute it here as well, as without the cache,
         instead of waiting and then catching up in the background (a replay or a restore the next step may
-        have to wait for). Returns (result, seconds) or None where it did not run (or failed: then the live
+        have to wait for). Returns what it executed, or None where it did not run (or failed: then the live
         workspace is dropped and the episode waits for the other env's record as usual)."""
         if self.tree.is_readonly(signature) or not self.tree.is_in_flight(node, signature):
             return None
         self.restorer.wait_background()
         if not self.restorer.holds(node):
             return None
-        t0 = time.monotonic()
         try:
-            step = self.execute(self.restorer.workspace, signature)
+            ran = self.execute(self.restorer.workspace, signature)
         except (ForkcoreError, EvaluationUnavailable) as e:
             log.info("task %s: a call run alongside another env's failed here (%s); waiting for its record",
                      self.task.id, e)
             self.restorer.drop()
             return None
         diag["ran_alongside"] = True
-        return step, time.monotonic() - t0
+        return ran
 
     def _keep_alongside(self, node: Node, ours: CachedStep, diag: dict) -> None:
         """The live workspace holds `node` after running its call alongside, if it got what was recorded."""
@@ -202,19 +199,25 @@ class Episode:
         diag["diverged"] = diag.get("diverged", 0) + 1
         log.info("task %s: %s; %d recorded states dropped", self.task.id, d, removed)
 
-    def execute(self, ws: Workspace, signature: str) -> CachedStep:
+    def execute(self, ws: Workspace, signature: str) -> Executed:
         """Run one action on `ws` (and evaluate it if it ends the episode). Raises ExecutorError if the
         handler raised, ExecutorUnreachable on a timeout, ServiceDied if a service of the workspace died
         meanwhile, EvaluationUnavailable: nothing to record."""
         method, params = self.adapter.step_call(signature)
+        t0 = time.monotonic()
         try:
-            result = self.adapter.decode(ws.call(method, timeout=self.call_timeout_s, **params), self.task)
+            raw = ws.call(method, timeout=self.call_timeout_s, **params)
+            result = self.adapter.decode(raw, self.task)
         except ExecutorError:
             ws.check_services()  # the handler failed because a service died (e.g. the X server): say that
             raise
+        # a replay runs the call without its observation (where the adapter's replays do not observe)
+        replay_s = max(0.0, time.monotonic() - t0 - self.adapter.observation_seconds(raw))
         reward = self.evaluate(result.answer, ws) if result.done else 0.0
         ws.check_services()  # a service killed meanwhile (OOM, crash): the result may be wrong, never record it
-        return CachedStep(result.observation, reward, result.done, False, {"last_action_error": result.last_action_error})
+        step = CachedStep(result.observation, reward, result.done, False,
+                          {"last_action_error": result.last_action_error})
+        return Executed(step, time.monotonic() - t0, replay_s)
 
     def evaluate(self, answer: str | None, ws: Workspace) -> float:
         """The task's evaluation of the end state on `ws`. An evaluator that raised judged the state (a task

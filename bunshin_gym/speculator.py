@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from forkcore import Workspace
 
-from .cache import CachedStep, Node, PrefixTree
+from .cache import Executed, Node, PrefixTree
 from .speculation import ChainOutcome, SpeculationStats, SpeculativeChain
 
 
@@ -65,7 +65,7 @@ class Speculator:
         self._run: _Run | None = None
 
     def start(self, tree: PrefixTree, task_id: str, history: list[str], node: Node, lend: Callable,
-              execute: Callable[[Workspace, str], CachedStep], readonly: Callable[[str], bool],
+              execute: Callable[[Workspace, str], Executed], readonly: Callable[[str], bool],
               replay_s: float, diag: dict, before: Callable[[Workspace, Node], None] | None = None) -> bool:
         """Start the predicted chain from `node` (the live state) if it is expected to pay; `lend()` hands
         over the live workspace and `before(ws, node)` runs on the thread first (retaining the state the
@@ -116,17 +116,16 @@ class Speculator:
                                 claim.abandon()
                                 return
                             run.executing = True
-                        t0 = time.monotonic()
                         try:
-                            step = execute(run.workspace, sig)
+                            ran = execute(run.workspace, sig)
                         finally:
                             with run.lock:
                                 run.executing = False
                         if run.abort.is_set():  # maybe killed mid-call: what it returned is not the call's result
                             claim.abandon()
                             return
-                        run.node = claim.complete(step, time.monotonic() - t0)
-                    if step.terminated:
+                        run.node = claim.complete(*ran)
+                    if ran.step.terminated:
                         return
             except Exception as e:  # noqa: BLE001 - a failed speculation only costs its time
                 if not run.killed:

@@ -26,7 +26,7 @@ from .retention import (
     validate_policy_config,
 )
 from .store import CacheStore, LoadReport, StoreConfig, validate_store_config
-from .tree import CachedStep, Match, MissClaim, Node, PrefixTree, RestorePlan, SideEntry, TreeStats
+from .tree import CachedStep, Executed, Match, MissClaim, Node, PrefixTree, RestorePlan, SideEntry, TreeStats
 
 __all__ = [
     "CacheConfig",
@@ -35,6 +35,7 @@ __all__ = [
     "CachedStep",
     "ClaimStateError",
     "CorruptEntryError",
+    "Executed",
     "ForeignNodeError",
     "LoadReport",
     "Match",

@@ -110,7 +110,7 @@ class SnapshotDecision:
 
     retain: bool
     replay_s: float
-    """Re-execution cost a snapshot here saves per materialisation: sum of ``cost_s`` of the calls since
+    """Re-execution cost a snapshot here saves per materialisation: sum of ``replay_s`` of the calls since
     the nearest retained ancestor snapshot (inclusive of this node's call), minus ``restore_s``; of each, only
     what exceeds the part hidden behind the policy's think time (``decide(hidden_s=...)``)."""
     expected_visits: float
@@ -130,7 +130,7 @@ class SnapshotPolicy:
         expected_visits(n) * (replay_s(n) - restore_s)  >  snapshot_s + est_bytes/GiB * bytes_cost_s_per_gib
 
     where ``snapshot_s``/``restore_s`` are running estimates of measured times (priors from the config) and
-    ``replay_s(n)`` is the summed execution cost of the calls from the nearest retained ancestor
+    ``replay_s(n)`` is the summed replay cost (`Node.replay_s`) of the calls from the nearest retained ancestor
     snapshot down to ``n`` (what a future materialisation of ``n`` would replay without a snapshot here),
     and ``expected_visits(n) = prior_visits * use_rate + reuse_factor * n.hits`` (past hits predict future
     ones; ``use_rate`` is how often retained snapshots were actually restored, see ``use_prior``). Where a

@@ -443,7 +443,7 @@ class CacheStore:
             for n in nodes:
                 if n.parent is not None and need(n.key):
                     recs.append({"op": "node", "tree": tree.key, "key": n.key, "parent": n.parent.key,
-                                 "sig": n.signature, "cost_s": n.cost_s, "side": False,
+                                 "sig": n.signature, "cost_s": n.cost_s, "replay_s": n.replay_s, "side": False,
                                  "result": self._put_blob_locked(encode_result(n.result), dirs)})  # type: ignore[arg-type]
                 for s in list(n.side.values()):
                     if need(s.key):
@@ -487,7 +487,7 @@ class CacheStore:
                     dropped += 1
                     continue
                 result = decode_result(self.get_blob(rec["result"]))
-                node = tree.record(parent, rec["sig"], result, float(rec["cost_s"]))
+                node = tree.record(parent, rec["sig"], result, float(rec["cost_s"]), rec.get("replay_s"))
             except (CorruptEntryError, KeyError, TypeError, ValueError, AttributeError) as e:
                 # a corrupt blob or a result that doesn't unpickle (CorruptEntryError), or a malformed record
                 log.warning("cache store: dropping entry %s %r of task %r (and its subtree): %s",

@@ -50,7 +50,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 from .errors import ClaimStateError, ForeignNodeError, MissExecutionError, SingleFlightTimeout
 from .retention import (
@@ -97,6 +97,15 @@ class CachedStep:
 
     def __reduce__(self):  # MappingProxyType does not pickle; store a dict
         return (CachedStep, (self.observation, self.reward, self.terminated, self.truncated, dict(self.info)))
+
+
+class Executed(NamedTuple):
+    """One call executed for the tree: its result, the seconds executing it took and the seconds replaying it
+    costs (what `MissClaim.complete` records)."""
+
+    step: CachedStep
+    cost_s: float
+    replay_s: float
 
 
 class SideEntry:
@@ -219,17 +228,18 @@ class Node:
         children: ``signature -> Node`` for stateful calls recorded from this state.
         side: ``signature -> SideEntry`` for read-only calls recorded in this state.
         result: the `CachedStep` of ``signature`` (``None`` at the root unless set with `set_root_result`).
-        cost_s: seconds executing ``signature`` took (what a replay of it costs).
+        cost_s: seconds executing ``signature`` took.
+        replay_s: seconds replaying it costs (less than ``cost_s`` where a replay skips the observation).
         snapshot: the resident `SnapshotEntry` or ``None``; ``snapshot_handle`` is its handle.
         hits: lookups that ended here as a hit; ``visits = hits + 1`` (the recording run).
         key: a sha256 of the path (stable across processes; the store's node id).
     """
 
-    __slots__ = ("signature", "parent", "depth", "children", "side", "result", "cost_s", "snapshot",
+    __slots__ = ("signature", "parent", "depth", "children", "side", "result", "cost_s", "replay_s", "snapshot",
                  "hits", "key", "tree", "nbytes", "__weakref__")
 
     def __init__(self, tree: PrefixTree, parent: Node | None, signature: str | None, result: CachedStep | None,
-                 cost_s: float, key: str):
+                 cost_s: float, key: str, replay_s: float | None = None):
         self.tree = tree
         self.parent = parent
         self.signature = signature
@@ -238,6 +248,7 @@ class Node:
         self.side: dict[str, SideEntry] = {}
         self.result = result
         self.cost_s = cost_s
+        self.replay_s = cost_s if replay_s is None else replay_s
         self.snapshot: SnapshotEntry | None = None
         self.hits = 0
         self.key = key
@@ -299,7 +310,7 @@ class RestorePlan:
         ancestor: the node started from.
         handle: ``ancestor``'s retained snapshot handle (``None`` at the root); pinned inside `checkout`.
         calls: stateful signatures to replay after it, in order.
-        est_s: estimated seconds: the start's cost + the recorded ``cost_s`` of the calls.
+        est_s: estimated seconds: the start's cost + the recorded ``replay_s`` of the calls.
     """
 
     source: str
@@ -363,15 +374,16 @@ class MissClaim:
         self.waited = waited
         self._done = not leader
 
-    def complete(self, result: CachedStep, cost_s: float) -> Node:
-        """Record the executed call's result (leader only) and hand it to every waiter."""
+    def complete(self, result: CachedStep, cost_s: float, replay_s: float | None = None) -> Node:
+        """Record the executed call's result (leader only) and hand it to every waiter (see `PrefixTree.record`
+        for ``cost_s`` and ``replay_s``)."""
         if not self.leader:
             raise ClaimStateError(f"complete() on a non-leader claim for {self.signature!r}: only the caller "
                                   f"with claim.leader == True executes; followers read claim.result.")
         if self._done:
             raise ClaimStateError(f"claim for {self.signature!r} was already completed or failed")
         try:
-            node = self._tree.record(self._parent, self.signature, result, cost_s)
+            node = self._tree.record(self._parent, self.signature, result, cost_s, replay_s)
         except BaseException as e:
             self.fail(e)
             raise
@@ -532,8 +544,10 @@ class PrefixTree:
             return None if c is None else (c, c.result)  # type: ignore[return-value]
 
     # -- record ---------------------------------------------------------------------------------------
-    def record(self, parent: Node, signature: str, result: CachedStep, cost_s: float) -> Node:
-        """Record that executing ``signature`` in ``parent``'s state returned ``result`` after ``cost_s`` s.
+    def record(self, parent: Node, signature: str, result: CachedStep, cost_s: float,
+               replay_s: float | None = None) -> Node:
+        """Record that executing ``signature`` in ``parent``'s state returned ``result`` after ``cost_s`` s;
+        replaying it costs ``replay_s`` s (default ``cost_s``; less where a replay does not observe).
 
         Returns:
             the state node after the call: a new or existing child for a stateful call, ``parent`` itself
@@ -547,8 +561,10 @@ class PrefixTree:
             raise TypeError(f"result must be a bunshin_gym.cache.CachedStep, got {type(result).__name__}; "
                             f"wrap it: CachedStep(observation, reward, terminated, truncated, info)")
         cost_s = float(cost_s)
-        if not (cost_s >= 0 and math.isfinite(cost_s)):
-            raise ValueError(f"cost_s must be a finite number of seconds >= 0, got {cost_s}")
+        replay_s = cost_s if replay_s is None else float(replay_s)
+        for name, value in (("cost_s", cost_s), ("replay_s", replay_s)):
+            if not (value >= 0 and math.isfinite(value)):
+                raise ValueError(f"{name} must be a finite number of seconds >= 0, got {value}")
         ro = self.is_readonly(signature)
         nbytes = result_nbytes(result)
         with self._lock:
@@ -562,7 +578,7 @@ class PrefixTree:
                 return parent
             child = parent.children.get(signature)
             if child is None:
-                child = Node(self, parent, signature, result, cost_s, node_key(parent.key, signature))
+                child = Node(self, parent, signature, result, cost_s, node_key(parent.key, signature), replay_s)
                 parent.children[signature] = child
                 self._nodes += 1
                 self.results.gained_child(parent)
@@ -721,7 +737,7 @@ class PrefixTree:
         (the caller holds the lock)."""
         total, calls, n = 0.0, 0, node
         while n.parent is not None and n.snapshot is None:
-            total, calls, n = total + n.cost_s, calls + 1, n.parent
+            total, calls, n = total + n.replay_s, calls + 1, n.parent
         return total, calls
 
     def plan(self, node: Node, *, restore_s: float | None = None, initial_s: float | None = None,
@@ -764,7 +780,7 @@ class PrefixTree:
                 if n.parent is None:
                     consider(initial + replay, "initial", n)
                     break
-                replay += n.cost_s
+                replay += n.replay_s
                 n = n.parent
                 if best is not None and replay >= best[0]:
                     break  # any higher ancestor costs at least this much in replay alone

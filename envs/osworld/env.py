@@ -242,6 +242,10 @@ class OSWorldAdapter(EnvAdapter):
     def decode_error(self, raw: Any) -> str:
         return clip_text(_printable(raw.get("last_action_error", "") or ""), TERMINAL_CHARS)
 
+    def observation_seconds(self, raw: Any) -> float:
+        # the screenshot and the accessibility tree (seconds of CPU on a spreadsheet), not the idle wait
+        return float((raw.get("obs_seconds") or {}).get("total", 0.0))
+
     def observation_space(self) -> spaces.Dict:
         w, h = self.screen_size
         return spaces.Dict({

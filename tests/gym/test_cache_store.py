@@ -34,7 +34,8 @@ def build_tree(t: PrefixTree, n_paths: int = 20, depth: int = 6) -> None:
         for d in range(depth):
             sig = f"click(id={(i >> d) & 1}, d={d})"
             path = node.path() + (sig,)
-            node = t.record(node, sig, CachedStep({"path": "/".join(path)}, reward=float(d), info={"d": d}), 0.1 * d)
+            node = t.record(node, sig, CachedStep({"path": "/".join(path)}, reward=float(d), info={"d": d}), 0.1 * d,
+                         replay_s=0.05 * d)
             if d % 2 == 0:
                 t.record(node, "read(page)", CachedStep({"read": "/".join(path)}), 0.01)
 
@@ -43,7 +44,8 @@ def as_dict(t: PrefixTree) -> dict:
     out = {}
     for n in t.iter_nodes():
         if n.parent is not None:
-            out[n.path()] = (n.result.observation["path"], n.result.reward, dict(n.result.info), n.cost_s)
+            out[n.path()] = (n.result.observation["path"], n.result.reward, dict(n.result.info), n.cost_s,
+                             n.replay_s)
         for s in n.side.values():
             out[n.path() + (s.signature,)] = (s.result.observation["read"], s.cost_s)
     return out

@@ -309,6 +309,28 @@ def test_selective_snapshot_policy_prefers_expensive_prefixes():
     assert not t.should_snapshot(n).retain  # already retained
 
 
+def test_replays_are_priced_at_what_replaying_costs_not_at_what_executing_took():
+    # OSWorld: a step takes 6 s, of which 5.5 s observe the desktop; a replay skips the observation
+    from bunshin_gym.cache import SnapshotPolicy, SnapshotPolicyConfig
+    pol = SnapshotPolicy(SnapshotPolicyConfig(snapshot_s=1.0, restore_s=0.5, bytes_cost_s_per_gib=0.0,
+                                              prior_visits=1.0, reuse_factor=1.0))
+    t = PrefixTree("task", "d", policy=pol)
+    observed = t.record(t.root, "click(1)", R(1), 6.0)
+    assert observed.replay_s == 6.0 and t.should_snapshot(observed).retain
+    unobserved = t.record(t.root, "click(2)", R(2), 6.0, replay_s=0.5)
+    assert t.replay_cost_s(unobserved) == pytest.approx(0.5)
+    d = t.should_snapshot(unobserved)
+    assert not d.retain and d.replay_s == 0.0, "replaying 0.5 s never pays for a 1 s dump"
+    deeper = t.record(unobserved, "click(3)", R(3), 6.0, replay_s=0.5)
+    t.attach_snapshot(unobserved, Handle(1))
+    # from the initial state: 0.5 s + two 0.5 s replays, cheaper than restoring the snapshot (2 s) + one replay
+    # (priced at the 6 s the steps took, the 2 s restore would have won)
+    plan = t.plan(deeper, restore_s=2.0, initial_s=0.5)
+    assert plan.source == "initial" and plan.calls == ("click(2)", "click(3)") and plan.est_s == pytest.approx(1.5)
+    with pytest.raises(ValueError, match="replay_s"):
+        t.record(t.root, "click(4)", R(4), 1.0, replay_s=-1.0)
+
+
 def test_no_snapshot_is_dumped_where_it_cannot_fit_the_budget():
     from bunshin_gym.cache import SnapshotPolicy, SnapshotPolicyConfig, SnapshotPool
     pol = SnapshotPolicy(SnapshotPolicyConfig(snapshot_s=0.5, restore_s=0.5, est_snapshot_bytes=300 << 20))

@@ -57,6 +57,10 @@ def test_fresh_cached_forked_and_speculated_runs_agree_on_the_exact_fields():
         reference = _run(fresh, actions)
         assert reference[-1][1:3] == (1.0, True), "the oracle solves the task"
         assert _run(cached, actions) == reference  # executes and records
+        tree, history = cached.unwrapped.episode.tree, cached.unwrapped.history
+        path = [tree.lookup(history[:i], count=False).node for i in range(1, len(history) + 1)]
+        # a replay does not observe: it is priced at the step's seconds less the observation's (screenshot, a11y)
+        assert all(0 < n.replay_s < n.cost_s for n in path), [(n.replay_s, n.cost_s) for n in path]
         assert _run(cached, actions) == reference  # served from the tree
         cached.reset()
         cached.step(actions[0])
