@@ -31,7 +31,8 @@ speculator did not start: a mismatch's restore and replay were expected to cost 
 frozen clone or not: hits, misses; pools opened, shrunk or closed to make room for another),
 "reward_per_iteration" (mean), "step_exec_s_p50_per_iteration" (median seconds of one step() call) and
 "step_exec_s_p50" (over all steps), "rewards",
-"actions" (each rollout's, in the order of "rewards"), "step_cache" (per rollout, how each step was served: its
+"actions" (each rollout's, in the order of "rewards"), "action_errors" (per rollout, step index -> the
+last_action_error its observation reported, where one did), "step_cache" (per rollout, how each step was served: its
 cache status, for a step that restored a state "<status>:<source>+<calls replayed>", for one that failed
 "error: <its last_action_error>"), "step_exec_s" (per rollout, each step() call's seconds: the same step of the
 same rollout in two configurations is the same action, so they compare step by step), "rollout_spans_s" (per
@@ -44,7 +45,8 @@ and by the jobs waited for: "snapshot", "sync" after hits, "reset" (the initial 
 think), joined by "+" when several were) and spent restoring; restores by source (of the steps' own restores: a
 background sync's are not counted); steps run alongside another env's identical call), "think_floor_s"}},
 "rewards_identical", "reward_differences" (each rollout whose reward differs from the first configuration's:
-where its actions first differ, None when they are the same, and how each configuration served its steps),
+where its actions first differ, None when they are the same, how each configuration served its steps and the
+action errors each reported),
 "step_time_vs_first" (per later configuration and cache status: steps, and the median and sum of the seconds
 each took more than the same step in the first configuration; see `step_time_vs_first`)}
 and OUT/epoch_*.png. The slowest rollout of an iteration is its critical path; "think_floor_s" (per iteration and
@@ -216,6 +218,7 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
     mon = threading.Thread(target=sampler, daemon=True)
     mon.start()
     hit_rates, rewards, actions, step_cache, step_exec, spans, tail_steps = [], [], [], [], [], [], [0, 0]
+    action_errors: list[dict[str, str]] = []
     matched = predicted = started = skipped = 0
     iterations, iteration_rewards, step_exec_p50, exec_all = [], [], [], []
     bar = tqdm(total=args.iterations * len(tasks) * args.group, desc=config, unit="rollout", disable=not progress)
@@ -259,6 +262,7 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
         rewards += [r.reward for r in rollouts]
         actions += [r.actions for r in rollouts]
         step_cache += [[served(c) for c in r.step_costs] for r in rollouts]
+        action_errors += [{str(k): v[:300] for k, v in r.action_errors.items()} for r in rollouts]
         step_exec += [[round(s.exec_s, 4) for s in r.steps] for r in rollouts]
         spans += [[round(r.start_s, 2), round(r.reset_s, 3), round(r.end_s, 2)] for r in rollouts]
         for s in envs_stats:
@@ -291,7 +295,8 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
             "reward_per_iteration": iteration_rewards,
             "step_exec_s_p50_per_iteration": step_exec_p50, "step_exec_s_p50": round(statistics.median(exec_all), 4),
             "rewards": rewards,
-            "actions": actions, "step_cache": step_cache, "step_exec_s": step_exec, "rollout_spans_s": spans,
+            "actions": actions, "action_errors": action_errors, "step_cache": step_cache, "step_exec_s": step_exec,
+            "rollout_spans_s": spans,
             "iterations": iterations,
             "think_floor_s": round(sum(i["think_floor_s"] for i in iterations), 2)}
 
@@ -373,7 +378,8 @@ def reward_differences(configs: dict, tasks: list[str], group: int) -> list[dict
             out.append({"config": name, "rollout": i, "iteration": iteration + 1, "task": tasks[j // group],
                         "sample": j % group, "rewards": {ref_name: want, name: got},
                         "first_different_action": first,
-                        "step_cache": {ref_name: ref["step_cache"][i], name: c["step_cache"][i]}})
+                        "step_cache": {ref_name: ref["step_cache"][i], name: c["step_cache"][i]},
+                        "action_errors": {ref_name: ref["action_errors"][i], name: c["action_errors"][i]}})
     return out
 
 

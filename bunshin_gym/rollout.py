@@ -196,6 +196,8 @@ class Rollout:
     """Per step, what the env reported of its own cost: cache status, seconds waiting for a background
     snapshot or sync, seconds restoring a state and the restore itself (source, calls replayed) if there was
     one (`info["bunshin"]`; zeros and None without diagnostics)."""
+    action_errors: dict[int, str] = field(default_factory=dict)
+    """Step index -> the observation's non-empty ``last_action_error`` (what an action reported failing)."""
     start_s: float = 0.0
     reset_s: float = 0.0
     """Seconds `reset()` took."""
@@ -257,6 +259,8 @@ def run_sample(env: gym.Env, task_id: str, sample: int, policy: Policy, think: T
             except Exception:  # noqa: BLE001 - malformed actions are recorded as written
                 sig = str(action)
             out.actions.append(action)
+            if isinstance(obs, dict) and obs.get("last_action_error"):
+                out.action_errors[len(out.steps)] = str(obs["last_action_error"])
             out.steps.append(TrajectoryStep(sig, think_s, exec_s))
             diag = info.get("bunshin", {})
             status = diag.get("cache")

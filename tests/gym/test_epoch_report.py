@@ -5,8 +5,9 @@ from bunshin_gym.rollout import Rollout
 from bunshin_gym.speculation import TrajectoryStep
 
 
-def _config(rewards, actions, step_cache):
-    return {"rewards": rewards, "actions": actions, "step_cache": step_cache}
+def _config(rewards, actions, step_cache, action_errors=None):
+    return {"rewards": rewards, "actions": actions, "step_cache": step_cache,
+            "action_errors": action_errors or [{}] * len(rewards)}
 
 
 def test_differing_rewards_name_the_rollout_and_where_its_actions_diverged():
@@ -14,16 +15,18 @@ def test_differing_rewards_name_the_rollout_and_where_its_actions_diverged():
     acts = [["a", "b", "DONE"]] * 8
     base = _config([1.0] * 8, acts, [["miss"] * 3] * 8)
     cached = _config([1.0] * 5 + [0.0] + [1.0] * 2,  # iteration 2, t0 sample 1: same actions, another reward
-                     acts, [["miss"] * 3] * 5 + [["hit", "miss:snapshot+1", "miss"]] + [["miss"] * 3] * 2)
+                     acts, [["miss"] * 3] * 5 + [["hit", "miss:snapshot+1", "miss"]] + [["miss"] * 3] * 2,
+                     [{}] * 5 + [{"1": "TimeoutError: the file was not written"}] + [{}] * 2)
     detoured = _config([0.0] + [1.0] * 7, [["a", "x", "DONE"]] + acts[1:], [["miss"] * 3] * 8)
     diffs = reward_differences({"base": base, "cache": cached, "spec": detoured, "same": base}, tasks, group)
     assert diffs == [
         {"config": "cache", "rollout": 5, "iteration": 2, "task": "t0", "sample": 1,
          "rewards": {"base": 1.0, "cache": 0.0}, "first_different_action": None,
-         "step_cache": {"base": ["miss"] * 3, "cache": ["hit", "miss:snapshot+1", "miss"]}},
+         "step_cache": {"base": ["miss"] * 3, "cache": ["hit", "miss:snapshot+1", "miss"]},
+         "action_errors": {"base": {}, "cache": {"1": "TimeoutError: the file was not written"}}},
         {"config": "spec", "rollout": 0, "iteration": 1, "task": "t0", "sample": 0,
          "rewards": {"base": 1.0, "spec": 0.0}, "first_different_action": 1,
-         "step_cache": {"base": ["miss"] * 3, "spec": ["miss"] * 3}}]
+         "step_cache": {"base": ["miss"] * 3, "spec": ["miss"] * 3}, "action_errors": {"base": {}, "spec": {}}}]
 
 
 def test_a_rollout_cut_short_differs_where_the_shorter_one_ends():

@@ -62,6 +62,9 @@ def test_epoch_benchmark_rewards_are_identical_across_configurations(tmp_path):
     assert speculating > 0 and speculating + not_speculating == sum(map(len, cfgs["spec"]["actions"]))
     for c in cfgs.values():  # each iteration's critical path: its slowest rollout, within the iteration's wall
         assert len(c["iterations"]) == 2 and 0 < c["think_floor_s"] < c["wall_s"]
+        assert len(c["action_errors"]) == len(c["actions"])  # per rollout: step index -> the error it reported
+        assert all(0 <= int(i) < len(acts) and err for errs, acts in zip(c["action_errors"], c["actions"])
+                   for i, err in errs.items())
         assert c["peak_memory_mb"] <= 0 or (c["at_peak"]["bench_process_rss_mb"] > 0
                                             and c["at_peak"]["workspaces"] >= 0), c["at_peak"]
         assert c["peak_memory_accounted_mb"] > 0, "its workspaces' processes hold memory above its start"
