@@ -73,7 +73,7 @@ def test_a_damaged_retained_snapshot_is_dropped_and_the_state_replayed(retain_al
         # from the live workspace or a standby of the initial state priced above a restore (else the planner
         # may rightly prefer them on a machine where restores are slow).
         runtime().standby.discard(snap)
-        node.cost_s = node.parent.cost_s = 100.0
+        node.replay_s = node.parent.replay_s = 100.0
         env.reset()
         trace = [_digest(env.unwrapped.episode.last_obs)]
         for a in actions:
