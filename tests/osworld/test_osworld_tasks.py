@@ -218,6 +218,25 @@ def test_an_oracle_save_that_does_not_write_the_file_fails(tmp_path, monkeypatch
                 exec(code, scope)
 
 
+def test_an_oracle_types_only_once_the_desktop_has_handled_the_keys_before(tmp_path):
+    """Under load Calc handled arrow/Tab keys pressed just before typing after the typed text (the row landed
+    in the wrong cells, the oracle scored 0). Run alone in a new pid namespace, with a keyboard whose every
+    key keeps the desktop busy for 0.5 s: the oracle types only after all of it has run."""
+    code = load_oracle("calc-average")[0]
+    prog = ("import subprocess, sys, time, types\nbusy = []\n"
+            "def key(*keys):\n"
+            "    busy.append(subprocess.Popen([sys.executable, '-c', "
+            "'import time\\nt = time.monotonic()\\nwhile time.monotonic() - t < 0.5: pass']))\n"
+            "def typewrite(text, interval):\n"
+            "    pending = sum(p.poll() is None for p in busy)\n"
+            "    print('typed', repr(text), 'after', len(busy), 'keys,', pending, 'still handled', flush=True)\n"
+            "pyautogui = types.SimpleNamespace(hotkey=key, press=key, typewrite=typewrite)\n" + code)
+    r = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", prog],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == "typed 'Average\\t=AVERAGE(B2:B5)\\n' after 4 keys, 0 still handled", r.stdout
+
+
 def test_an_oracle_save_gives_up_once_nothing_runs_in_the_desktop(tmp_path):
     """A detour that opened a menu or dialog leaves Ctrl+S unanswered and the desktop idle: the save step
     fails as soon as nothing has run for 5 s (it waited 50 s; the epoch bench's slowest step). Run alone in
