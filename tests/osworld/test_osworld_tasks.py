@@ -218,7 +218,7 @@ def test_an_oracle_save_that_does_not_write_the_file_fails(tmp_path, monkeypatch
                 exec(code, scope)
 
 
-def test_an_oracle_types_only_once_the_desktop_has_handled_the_keys_before(tmp_path):
+def test_an_oracle_types_only_once_the_desktop_has_handled_the_keys_before():
     """Under load Calc handled arrow/Tab keys pressed just before typing after the typed text (the row landed
     in the wrong cells, the oracle scored 0). Run alone in a new pid namespace, with a keyboard whose every
     key keeps the desktop busy for 0.5 s: the oracle types only after all of it has run."""
