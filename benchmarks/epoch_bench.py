@@ -37,6 +37,9 @@ cache status, for a step that restored a state "<status>:<source>+<calls replaye
 "error: <its last_action_error>"), "step_exec_s" (per rollout, each step() call's seconds: the same step of the
 same rollout in two configurations is the same action, so they compare step by step), "rollout_spans_s" (per
 rollout: when it started, since the configuration began; how long its reset() took; when it ended),
+"slowest_steps" (the configuration's slowest step() calls: iteration, task, sample, step, action, exec_s and its
+info["bunshin"] diagnostics: how it was served, restore, execute_s, claim_wait_s (waiting for another env running
+the same call), background_wait_s, speculation_wait_s/speculation_stop_s),
 "retained_snapshots" (the prefix cache's pool at the end: resident, resident_bytes, attached, evicted, rejected,
 dropped),
 "iterations" (each one's wall; its slowest rollout: start_s, reset_s, steps, hits, think_s, exec_s, longest_step;
@@ -84,6 +87,8 @@ from forkcore.accounting import meminfo
 from forkcore.backends import KSM_DIR
 
 CONFIGS = ("base", "cache", "spec", "cache_spec")
+#: how many of a configuration's slowest steps "slowest_steps" lists with their diagnostics
+SLOWEST_STEPS = 12
 
 
 @dataclass
@@ -218,6 +223,7 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
     mon = threading.Thread(target=sampler, daemon=True)
     mon.start()
     hit_rates, rewards, actions, step_cache, step_exec, spans, tail_steps = [], [], [], [], [], [], [0, 0]
+    slow_steps: list[dict] = []
     action_errors: list[dict[str, str]] = []
     matched = predicted = started = skipped = 0
     iterations, iteration_rewards, step_exec_p50, exec_all = [], [], [], []
@@ -264,6 +270,10 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
         step_cache += [[served(c) for c in r.step_costs] for r in rollouts]
         action_errors += [{str(k): v[:300] for k, v in r.action_errors.items()} for r in rollouts]
         step_exec += [[round(s.exec_s, 4) for s in r.steps] for r in rollouts]
+        slow_steps += [{"iteration": it + 1, "task": r.task_id, "sample": r.sample, "step": i,
+                        "action": r.actions[i][:80], "exec_s": round(s.exec_s, 3), "diag": r.step_costs[i]["diag"]}
+                       for r in rollouts for i, s in enumerate(r.steps) if i < len(r.step_costs)]
+        slow_steps = sorted(slow_steps, key=lambda x: -x["exec_s"])[:SLOWEST_STEPS]
         spans += [[round(r.start_s, 2), round(r.reset_s, 3), round(r.end_s, 2)] for r in rollouts]
         for s in envs_stats:
             matched += s["matched"]
@@ -296,7 +306,7 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
             "step_exec_s_p50_per_iteration": step_exec_p50, "step_exec_s_p50": round(statistics.median(exec_all), 4),
             "rewards": rewards,
             "actions": actions, "action_errors": action_errors, "step_cache": step_cache, "step_exec_s": step_exec,
-            "rollout_spans_s": spans,
+            "rollout_spans_s": spans, "slowest_steps": slow_steps,
             "iterations": iterations,
             "think_floor_s": round(sum(i["think_floor_s"] for i in iterations), 2)}
 

@@ -129,8 +129,10 @@ class Episode:
         for i, sig in enumerate(calls):  # normally one call: this step
             prefix = history[:len(history) - len(calls) + i + 1]
             alongside = self._run_alongside(node, sig, diag)
+            t0 = time.monotonic()
             with self.tree.acquire_miss(node, sig, timeout=self.call_timeout_s + 60) as claim:
                 if not claim.leader:
+                    diag["claim_wait_s"] = round(time.monotonic() - t0, 4)
                     if alongside is not None:
                         self._keep_alongside(claim.node, alongside.step, diag)
                     node, step = claim.node, claim.result
@@ -148,6 +150,7 @@ class Episode:
                 else:
                     self._live(node, diag)
                     step, exec_s, replay_s = self.execute(self.restorer.workspace, sig)
+                    diag["execute_s"] = round(exec_s, 4)
                 node = claim.complete(step, exec_s, replay_s)
                 self.restorer.node = node
                 diag["cache"] = "miss"
@@ -173,7 +176,7 @@ class Episode:
                      self.task.id, e)
             self.restorer.drop()
             return None
-        diag["ran_alongside"] = True
+        diag["ran_alongside"], diag["execute_s"] = True, round(ran.cost_s, 4)
         return ran
 
     def _keep_alongside(self, node: Node, ours: CachedStep, diag: dict) -> None:

@@ -235,6 +235,10 @@ class TailSpeculation:
                 self.decisions["speculating" if sample_id in chosen else "not_speculating"] += 1
 
 
+#: info["bunshin"] keys that describe the process or the env so far, not the one step
+PROCESS_WIDE_DIAG = ("standby", "backend", "restores")
+
+
 def run_sample(env: gym.Env, task_id: str, sample: int, policy: Policy, think: ThinkTimeModel,
                rng: random.Random, clock0: float, tail: TailSpeculation | None = None) -> Rollout:
     out = Rollout(task_id, sample, start_s=time.monotonic() - clock0)
@@ -270,7 +274,8 @@ def run_sample(env: gym.Env, task_id: str, sample: int, policy: Policy, think: T
                                    "restore_s": (restore or {}).get("s", 0.0), "restore": restore,
                                    "ran_alongside": bool(diag.get("ran_alongside")),
                                    "snapshot_scheduled": bool(diag.get("snapshot_scheduled")),
-                                   "error": info.get("last_action_error") if status == "error" else None})
+                                   "error": info.get("last_action_error") if status == "error" else None,
+                                   "diag": {k: v for k, v in diag.items() if k not in PROCESS_WIDE_DIAG}})
             out.hits += status == "hit"
             out.misses += status in ("miss", "waited")
             out.reward, done = float(reward), term or trunc
