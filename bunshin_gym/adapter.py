@@ -7,8 +7,10 @@ observation dict, the canonical form of an action (the prefix-cache key) and pro
 from __future__ import annotations
 
 import abc
+import functools
 import hashlib
 import json
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -48,6 +50,16 @@ class StepResult:
     answer: str | None
 
 
+@functools.cache
+def source_digest(package_dir: Path) -> str:
+    """sha256 (16 hex) of the .py files under `package_dir` (their relative paths and bytes), read once per
+    process: a process runs the code it imported."""
+    h = hashlib.sha256()
+    for f in sorted(package_dir.rglob("*.py")):
+        h.update(f.relative_to(package_dir).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
 class EnvAdapter(abc.ABC):
     """What an env package supplies. One instance per env object; cheap to construct (starts nothing)."""
 
@@ -62,10 +74,15 @@ class EnvAdapter(abc.ABC):
         """Everything about this adapter that can change an observation (viewport, screen size, a11y, action
         space, ...): part of the task snapshots' and the prefix tree's identity, so envs made with other
         settings never share a snapshot or a cached step. By default the adapter's own attributes, which are
-        its constructor settings (adapters hold no other state but caches named ``_*``, left out); override if
-        that stops being true."""
+        its constructor settings (adapters hold no other state but caches named ``_*``, left out), and the
+        digest of its package's source (its handlers run inside the snapshots and shape every observation:
+        edited code must neither restore an old snapshot nor be served an old recording from a cache_dir);
+        override if that stops being true."""
         settings = {k: v for k, v in vars(self).items() if not k.startswith("_")}
-        return json.dumps({"adapter": type(self).__qualname__, **settings}, sort_keys=True, default=str)
+        source = getattr(sys.modules.get(type(self).__module__), "__file__", None)  # None: defined in a REPL
+        code = source_digest(Path(source).parent) if source else None
+        return json.dumps({"adapter": type(self).__qualname__, "code": code, **settings}, sort_keys=True,
+                          default=str)
 
     def warmup_call(self) -> tuple[str, dict] | None:
         """An executor call run once on the fresh base workspace before its snapshot (e.g. start a browser)."""

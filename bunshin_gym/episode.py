@@ -200,6 +200,7 @@ class Episode:
             self.tree.local_only.add(d.node.path())
         removed = self.tree.forget(d.node)
         diag["diverged"] = diag.get("diverged", 0) + 1
+        diag.setdefault("diverged_fields", []).append(d.key)
         log.info("task %s: %s; %d recorded states dropped", self.task.id, d, removed)
 
     def execute(self, ws: Workspace, signature: str) -> Executed:

@@ -8,8 +8,12 @@ the interpreter must see Debian's dist-packages: a venv with --system-site-packa
 Format (as OSWorld's VM server writes it for Ubuntu): root <desktop-frame>, one element per accessible,
 tag = role name with spaces as '-', attribute `name`, states as st:NAME="true", object attributes as
 attr:KEY, component as cp:screencoord="(x, y)" and cp:size="(w, h)", value as val:value, text as element
-text. Only nodes with the `showing` state (on screen) are listed unless --all. Bounds: at most --max-nodes elements, depth 50, 200 children per node; tables with huge child counts
-(Calc's sheet reports 2^31-1) are walked through queryTable() over the visible cell range only.
+text. Only nodes with the `showing` state (on screen) are listed unless --all. `focused` is kept on the
+deepest focused nodes only: LibreOffice leaves it set on the window's root pane for a while after focus moved
+into the sheet, so two runs of the same actions differed in that attribute alone (measured: a replayed
+Calc step); the node that has the focus is still marked. Bounds: at most --max-nodes elements, depth 50, 200
+children per node; tables with huge child counts (Calc's sheet reports 2^31-1) are walked through
+queryTable() over the visible cell range only.
 """
 
 from __future__ import annotations
@@ -165,6 +169,15 @@ class Dumper:
                     el.append(e)
 
 
+def deepest_focus_only(root) -> None:
+    """Drop st:focused from every element that has a focused descendant (see the module docstring)."""
+    focused = f"{{{NS['st']}}}focused"
+    for el in list(root.iter()):
+        if el.get(focused) is not None:
+            for ancestor in el.iterancestors():
+                ancestor.attrib.pop(focused, None)
+
+
 def dump(max_nodes: int = 4000, only_showing: bool = True) -> str:
     try:
         import pyatspi
@@ -186,6 +199,7 @@ def dump(max_nodes: int = 4000, only_showing: bool = True) -> str:
             break
         if el is not _SKIP:
             root.append(el)
+    deepest_focus_only(root)
     return d.etree.tostring(root, encoding="unicode")
 
 

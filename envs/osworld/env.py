@@ -45,12 +45,14 @@ only with CAP_SYS_RESOURCE (prlimit across uids). The default (None) runs them a
 Reuse and timing: desktop actions are timing-based and the desktop has no fixed clock, so two executions of
 the same actions are the same only up to pixels: ``accessibility_tree``, ``terminal``, ``instruction`` and
 ``last_action_error`` must match exactly between a fresh, cached, forked and speculated run (the adapter's
-``exact_fields``), the ``screenshot`` may differ (a frame caught mid-redraw; each observation waits for two
-identical grabs, up to 1 s). After each action the step waits until the desktop's processes are idle (at most
-10 s) before observing, so the next action meets the same state whether it comes after a policy's think time
-or at once (speculation, replay). Replaying recorded calls checks those fields; a replay that differs drops that
-part of the prefix tree (``info["bunshin"]["diverged"]``) and the calls are executed again. Replayed calls are
-not observed (the accessibility tree costs seconds of CPU on a spreadsheet): each is checked by its
+``exact_fields``; the tree marks ``focused`` on the deepest focused nodes only, as an app may leave it set on a
+window for a while after the focus moved inside: a11y.py), the ``screenshot`` may differ (a frame caught
+mid-redraw; each observation waits for two identical grabs, up to 1 s). After each action the step waits until
+the desktop's processes are idle (at most 10 s) before observing, so the next action meets the same state
+whether it comes after a policy's think time or at once (speculation, replay). Replaying recorded calls checks
+those fields; a replay that differs drops that part of the prefix tree (``info["bunshin"]["diverged"]``; the
+fields that differed in ``"diverged_fields"``) and the calls are executed again. Replayed calls are not
+observed (the accessibility tree costs seconds of CPU on a spreadsheet): each is checked by its
 ``last_action_error``, and the state reached is observed and checked just before a miss, fork or evaluation
 uses it (``replay_observes_every_call``; counted in ``restores["replayed_unobserved"]``), so keeping the live
 desktop in step with cache hits costs the actions only.

@@ -116,7 +116,7 @@ def test_a_replay_that_differs_from_its_recording_drops_that_subtree(depth, fiel
             obs, r, term, trunc, info = env.step(a)
             trace.append((_exact(env, obs), r, term, trunc))
             infos.append(info["bunshin"])
-        assert infos[2].get("diverged") == 1, infos[2]
+        assert infos[2].get("diverged") == 1 and infos[2]["diverged_fields"] == [field], infos[2]
         assert infos[2]["restores"]["replayed_unobserved"] >= 1, infos[2]["restores"]
         assert trace[3] == reference[3], "the step after the divergence equals a fresh run"
         assert tree.lookup(env.unwrapped.history[:depth], count=False).node is not bad

@@ -96,6 +96,24 @@ def test_calc_accessibility_tree_is_bounded_to_visible_cells(clean_desktop):
     assert {"Rent", "40", "Books"} <= texts
     assert len(root.xpath("//*")) <= 3001
     assert took < 30
+    focused = [e for e in root.iter() if e.get(f"{{{ST}}}focused")]
+    assert focused and all(e.tag == "table-cell" for e in focused), [e.tag for e in focused]
+
+
+def test_focused_is_kept_on_the_deepest_focused_nodes_only():
+    from envs.osworld.a11y import NS, deepest_focus_only
+
+    def node(tag, focused, *children):
+        e = etree.Element(tag, nsmap=NS)
+        if focused:
+            e.set(f"{{{ST}}}focused", "true")
+        e.extend(children)
+        return e
+    # LibreOffice's stale state: root pane, table and cell all focused; another app's focused leaf stays
+    root = node("desktop-frame", False, node("root-pane", True, node("table", True, node("table-cell", True))),
+                node("frame", False, node("push-button", True)))
+    deepest_focus_only(root)
+    assert [e.tag for e in root.iter() if e.get(f"{{{ST}}}focused")] == ["table-cell", "push-button"]
 
 
 @pytest.mark.desktop
