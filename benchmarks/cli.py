@@ -162,6 +162,9 @@ def _print_epoch(result: dict) -> None:
         typer.echo(f"  {name}'s steps vs the same steps in {next(iter(cfgs))}: " + "; ".join(
             f"{status} {d['steps']} (median {d['median_s']:+.3f} s, sum {d['sum_s']:+.1f} s)"
             for status, d in by_status.items()))
+    for name, bound in result.get("free_cache_vs_first", {}).items():
+        typer.echo(f"  a free cache serving {name}'s hits: {bound['wall_s']:.1f} s ({bound['ratio']:.3f}x "
+                   f"{next(iter(cfgs))} under the same model, {bound['first_model_s']:.1f} s)")
     rewards = next(iter(cfgs.values()))["rewards"]
     typer.echo(f"rewards identical across configurations: {result['rewards_identical']} "
                f"(mean {sum(rewards) / max(1, len(rewards)):.2f})")

@@ -51,7 +51,9 @@ background sync's are not counted); steps run alongside another env's identical 
 where its actions first differ, None when they are the same, how each configuration served its steps and the
 action errors each reported),
 "step_time_vs_first" (per later configuration and cache status: steps, and the median and sum of the seconds
-each took more than the same step in the first configuration; see `step_time_vs_first`)}
+each took more than the same step in the first configuration; see `step_time_vs_first`),
+"free_cache_vs_first" (per later configuration: the wall a free cache would give, "wall_s" and per iteration,
+its "ratio" to the first configuration's wall under the same model, "first_model_s": see `free_cache_vs_first`)}
 and OUT/epoch_*.png. The slowest rollout of an iteration is its critical path; "think_floor_s" (per iteration and
 in all: the rollouts' think times scheduled on the `concurrency` slots in the order they start, see `think_floor`;
 the same in every configuration) is the wall an epoch would take if every step, reset and close cost nothing:
@@ -172,6 +174,7 @@ def run(args: Args, progress: bool = True) -> dict:
         result["reward_differences"] = reward_differences(result["configs"], tasks, args.group)
         result["rewards_identical"] = not result["reward_differences"]
         result["step_time_vs_first"] = step_time_vs_first(result["configs"])
+        result["free_cache_vs_first"] = free_cache_vs_first(result["configs"], args.concurrency)
         (out / "epoch.json").write_text(json.dumps(result, indent=1))
     plot(result, out)
     return result
@@ -411,6 +414,42 @@ def step_time_vs_first(configs: dict) -> dict:
                 deltas[status.split(":")[0]].append(ours - theirs)
         out[name] = {status: {"steps": len(d), "median_s": round(statistics.median(d), 4), "sum_s": round(sum(d), 2)}
                      for status, d in sorted(deltas.items())}
+    return out
+
+
+def free_cache_vs_first(configs: dict, concurrency: int) -> dict:
+    """Per configuration after the first: the wall its epoch would take if each step it served as a hit cost
+    nothing and every other step what it cost in the first configuration (base): each rollout's span there
+    less those steps' seconds, scheduled iteration by iteration on the `concurrency` slots in the order the
+    rollouts started (as `think_floor`). The first configuration's spans under the same model give
+    "first_model_s" (about its wall): "ratio" is the two's quotient — the least any cache could reach on these
+    rollouts, whose slowest ones are often made of calls no earlier rollout ran. Where the two ran different
+    actions, nothing is computed."""
+    names = list(configs)
+    ref = configs[names[0]]
+    per_iteration = len(ref["rollout_spans_s"]) // max(1, len(ref["iterations"]))
+
+    def model(spans: list[float]) -> list[float]:
+        walls = []
+        for i in range(0, len(spans), per_iteration):
+            slots = [0.0] * concurrency
+            for span in spans[i:i + per_iteration]:
+                heapq.heappush(slots, heapq.heappop(slots) + span)
+            walls.append(round(max(slots), 2))
+        return walls
+
+    first = model([end - start for start, _, end in ref["rollout_spans_s"]])
+    out = {}
+    for name in names[1:]:
+        c = configs[name]
+        if c["actions"] != ref["actions"]:
+            continue
+        spans = [end - start - sum(t for t, status in zip(ref["step_exec_s"][i], c["step_cache"][i])
+                                   if status.split(":")[0] == "hit")
+                 for i, (start, _, end) in enumerate(ref["rollout_spans_s"])]
+        walls = model(spans)
+        out[name] = {"wall_s": round(sum(walls), 2), "per_iteration_s": walls, "first_model_s": round(sum(first), 2),
+                     "ratio": round(sum(walls) / sum(first), 4) if sum(first) else None}
     return out
 
 

@@ -1,6 +1,6 @@
 """The epoch benchmark's report of rewards that differ between configurations, and its think floor (synthetic runs,
 no env)."""
-from benchmarks.epoch_bench import reward_differences, served, step_time_vs_first, think_floor
+from benchmarks.epoch_bench import free_cache_vs_first, reward_differences, served, step_time_vs_first, think_floor
 from bunshin_gym.rollout import Rollout
 from bunshin_gym.speculation import TrajectoryStep
 
@@ -69,3 +69,19 @@ def test_step_times_compare_the_same_step_of_the_same_rollout_by_how_it_was_serv
     # the second rollout's actions differ (d vs c): not compared
     assert got == {"hit": {"steps": 1, "median_s": -0.9, "sum_s": -0.9},
                    "miss": {"steps": 1, "median_s": 0.5, "sum_s": 0.5}}
+
+
+def test_a_free_cache_saves_the_first_configurations_seconds_of_the_hit_steps_on_the_same_slots():
+    # 2 iterations of 3 rollouts on 2 slots; spans and step seconds from the first configuration (base)
+    base = {"iterations": [{}, {}], "actions": [["a", "b"]] * 6,
+            "rollout_spans_s": [[0, 0.1, 10], [0, 0.1, 6], [0, 0.1, 5], [20, 0.1, 28], [20, 0.1, 24], [20, 0.1, 22]],
+            "step_exec_s": [[2.0, 1.0]] * 6, "step_cache": [["miss", "miss"]] * 6}
+    cached = {"actions": base["actions"], "step_cache": [["hit", "miss"], ["miss"] * 2, ["hit", "hit"],
+                                                         ["miss"] * 2, ["hit", "miss:standby+1"], ["waited", "miss"]]}
+    detoured = {"actions": [["a", "x"]] + base["actions"][1:], "step_cache": cached["step_cache"]}
+    out = free_cache_vs_first({"base": base, "cache": cached, "spec": detoured}, 2)
+    # base: 10 | 6, then 5 on the slot free at 6 -> 11; 8 | 4, then 2 at 4 -> 8: 19 in all
+    # cache: 8 | 6, then 5 - 3 = 2 at 6 -> 8; 8 | 4 - 2 = 2, then 2 (waited is no hit) at 2 -> 8: 16
+    assert out["cache"] == {"wall_s": 16.0, "per_iteration_s": [8.0, 8.0], "first_model_s": 19.0,
+                            "ratio": round(16 / 19, 4)}
+    assert "spec" not in out, "rollouts that ran other actions are not compared"
