@@ -748,23 +748,28 @@ class DesktopSession:
 
     def wait_idle(self, timeout: float = 15.0, window: float = 0.5, max_ticks: int = 6) -> bool:
         """Wait until the desktop's processes together use < `max_ticks` CPU ticks (1/100 s) in `window`
-        seconds — i.e. apps have finished loading. Returns False if still busy at `timeout`."""
-        def ticks() -> int:
-            total = 0
+        seconds and none of their threads is runnable or in disk wait at its end — i.e. apps have finished
+        loading. Ticks alone are not enough: on a saturated machine an app with work left can wait for a CPU
+        for a whole window and use no ticks. Returns False if still busy at `timeout`."""
+        def activity() -> tuple[int, bool]:
+            total, running = 0, False
             for pid in self.desktop_pids():
                 try:
                     with open(f"/proc/{pid}/stat") as f:
                         fields = f.read().rsplit(")", 1)[1].split()
                     total += int(fields[11]) + int(fields[12])
+                    for tid in os.listdir(f"/proc/{pid}/task"):
+                        with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                            running = running or f.read().rsplit(")", 1)[1].split()[0] in "RD"
                 except (OSError, ValueError, IndexError):
                     continue
-            return total
+            return total, running
         deadline = time.monotonic() + timeout
-        before = ticks()
+        before = activity()[0]
         while time.monotonic() < deadline:
             time.sleep(window)
-            now = ticks()
-            if now - before < max_ticks:
+            now, running = activity()
+            if now - before < max_ticks and not running:
                 return True
             before = now
         return False

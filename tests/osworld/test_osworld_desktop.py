@@ -2,7 +2,10 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -205,3 +208,37 @@ def test_default_screen_is_osworlds_1920x1080(tmp_path):
     with DesktopSession(tmp_path) as d:
         assert d.size == (1920, 1080)
         assert d.screenshot().shape == (1080, 1920, 3)
+
+
+def _cpu_capped_cgroup(name: str) -> Path:
+    """A new cgroup whose processes get 1% of one CPU (cgroup v1's cpu controller, else v2's cpu.max)."""
+    v1, v2 = Path("/sys/fs/cgroup/cpu"), Path("/sys/fs/cgroup")
+    if (v1 / "cpu.cfs_quota_us").exists():
+        cg = v1 / name
+        cg.mkdir()
+        (cg / "cpu.cfs_period_us").write_text("100000")
+        (cg / "cpu.cfs_quota_us").write_text("1000")
+        return cg
+    if "cpu" in (v2 / "cgroup.subtree_control").read_text().split():
+        cg = v2 / name
+        cg.mkdir()
+        (cg / "cpu.max").write_text("1000 100000")
+        return cg
+    pytest.skip("no cgroup cpu controller here to starve a process with (neither v1's cpu nor v2's cpu.max)")
+
+
+@pytest.mark.desktop
+def test_an_app_starved_of_cpu_is_not_idle(clean_desktop):
+    """An app with work left that waits for a CPU uses almost no ticks (as on a saturated machine): the step's
+    settle wait must still see it busy, or the observation catches the app mid-work."""
+    d = clean_desktop
+    cg = _cpu_capped_cgroup(f"bunshin-test-starved-{os.getpid()}")
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"], env=d.env)
+    try:
+        (cg / "cgroup.procs").write_text(str(spinner.pid))
+        assert not d.wait_idle(timeout=2, window=0.5, max_ticks=6)
+    finally:
+        spinner.kill()
+        spinner.wait()
+        cg.rmdir()
+    assert d.wait_idle(timeout=10)
