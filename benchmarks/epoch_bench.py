@@ -421,7 +421,7 @@ def free_cache_vs_first(configs: dict, concurrency: int) -> dict:
     """Per configuration after the first: the wall its epoch would take if each step it served as a hit cost
     nothing and every other step what it cost in the first configuration (base): each rollout's span there
     less those steps' seconds, scheduled iteration by iteration on the `concurrency` slots in the order the
-    rollouts started (as `think_floor`). The first configuration's spans under the same model give
+    rollouts started (`on_slots`, as `think_floor`). The first configuration's spans under the same model give
     "first_model_s" (about its wall): "ratio" is the two's quotient — the least any cache could reach on these
     rollouts, whose slowest ones are often made of calls no earlier rollout ran. Where the two ran different
     actions, nothing is computed."""
@@ -430,13 +430,8 @@ def free_cache_vs_first(configs: dict, concurrency: int) -> dict:
     per_iteration = len(ref["rollout_spans_s"]) // max(1, len(ref["iterations"]))
 
     def model(spans: list[float]) -> list[float]:
-        walls = []
-        for i in range(0, len(spans), per_iteration):
-            slots = [0.0] * concurrency
-            for span in spans[i:i + per_iteration]:
-                heapq.heappush(slots, heapq.heappop(slots) + span)
-            walls.append(round(max(slots), 2))
-        return walls
+        return [round(on_slots(spans[i:i + per_iteration], concurrency), 2)
+                for i in range(0, len(spans), per_iteration)]
 
     first = model([end - start for start, _, end in ref["rollout_spans_s"]])
     out = {}
@@ -466,9 +461,14 @@ def think_floor(rollouts, concurrency: int) -> float:
     """The iteration's wall if every step, reset and close cost nothing: the rollouts' think times alone, each
     rollout taking the first of `concurrency` workspace slots to free up, in the order they were started (as
     `run_rollouts` hands the slots out). With more rollouts than slots, a slot runs several one after another."""
+    return on_slots([sum(s.think_s for s in r.steps) for r in rollouts], concurrency)
+
+
+def on_slots(durations: list[float], concurrency: int) -> float:
+    """When the last of `durations` ends if each, in order, takes the first of `concurrency` slots to free up."""
     slots = [0.0] * concurrency
-    for r in rollouts:
-        heapq.heappush(slots, heapq.heappop(slots) + sum(s.think_s for s in r.steps))
+    for d in durations:
+        heapq.heappush(slots, heapq.heappop(slots) + d)
     return max(slots)
 
 

@@ -751,6 +751,13 @@ class DesktopSession:
         seconds and none of their threads is runnable or in disk wait at its end — i.e. apps have finished
         loading. Ticks alone are not enough: on a saturated machine an app with work left can wait for a CPU
         for a whole window and use no ticks. Returns False if still busy at `timeout`."""
+        def busy_thread(pid: int) -> bool:
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                    if f.read().rsplit(")", 1)[1].split()[0] in "RD":
+                        return True
+            return False
+
         def activity() -> tuple[int, bool]:
             total, running = 0, False
             for pid in self.desktop_pids():
@@ -758,9 +765,7 @@ class DesktopSession:
                     with open(f"/proc/{pid}/stat") as f:
                         fields = f.read().rsplit(")", 1)[1].split()
                     total += int(fields[11]) + int(fields[12])
-                    for tid in os.listdir(f"/proc/{pid}/task"):
-                        with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                            running = running or f.read().rsplit(")", 1)[1].split()[0] in "RD"
+                    running = running or busy_thread(pid)  # one busy thread is enough: the rest are not read
                 except (OSError, ValueError, IndexError):
                     continue
             return total, running
