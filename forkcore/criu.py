@@ -159,8 +159,10 @@ def running(action: str) -> list[int]:
 
 def _start(cmd: list[str], env: dict, *, action: str) -> subprocess.Popen:
     with _RUNNING_LOCK:
+        # Its own process group, which the tools it runs share (every CRIU runs `sh -c "iptables -w -L"`), so
+        # that those of a CRIU that died are found and killed with it.
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                             stdin=subprocess.DEVNULL)
+                             stdin=subprocess.DEVNULL, process_group=0)
         _RUNNING[p.pid] = action
     return p
 
@@ -169,7 +171,34 @@ def _finished(p: subprocess.Popen) -> None:
     with _RUNNING_LOCK:
         _RUNNING.pop(p.pid, None)
     if p.returncode != 0:
+        _kill_group(p.pid)
         reap_orphaned_helpers()
+
+
+def _kill_group(pgid: int, wait_s: float = 2.0) -> None:
+    """Kill what is left of a dead CRIU's process group, the tools it was running, and reap them: orphaned,
+    they are this process's (a child subreaper) to reap, and a zombie left unreaped is a leaked process."""
+    with _RUNNING_LOCK:
+        if pgid in _RUNNING:  # its pid went to a new run: the group was already empty
+            return
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+    me, deadline = str(os.getpid()), time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        members = [(int(d.name), stat[1][1]) for d in Path("/proc").iterdir()
+                   if d.name.isdigit() and (stat := proc_stat(d.name)) and stat[1][2] == str(pgid)]
+        if not members:
+            return
+        for pid, ppid in members:
+            if ppid == me:
+                try:
+                    os.waitpid(pid, os.WNOHANG)
+                except ChildProcessError:
+                    pass
+        time.sleep(0.01)
+    log.warning("tools of a dead CRIU (process group %d) outlived SIGKILL for %.0f s", pgid, wait_s)
 
 
 def reap_orphaned_helpers() -> list[int]:

@@ -43,8 +43,8 @@ def _kill_criu_when_it_runs(action: str, after_s: float, first: int | None = Non
 
 def _leftovers() -> tuple:
     mounts = sum(1 for line in open("/proc/self/mountinfo") if str(paths.STATE_DIR) in line)
-    return sorted(os.listdir(paths.STATE_DIR / "ws")), sorted(os.listdir(paths.STATE_DIR / "snapshots")), \
-        len(WorkspaceCgroups.existing()), mounts
+    listed = [sorted(os.listdir(d)) if d.is_dir() else [] for d in (paths.STATE_DIR / "ws", paths.STATE_DIR / "snapshots")]
+    return *listed, len(WorkspaceCgroups.existing()), mounts  # the dirs are made by the first workspace
 
 
 def _start_busy() -> Workspace:
@@ -167,6 +167,33 @@ def test_reaping_orphaned_criu_helpers_never_takes_a_criu_this_process_runs(tmp_
         criu._finished(running)
         stray.kill()
         stray.wait()
+
+
+def test_the_tools_a_dead_criu_was_running_are_killed_and_reaped(tmp_path):
+    """Every CRIU runs tools (`sh -c "iptables -w -L"`); killed, as a fault or a timeout kills it, it leaves them
+    to this process, their subreaper: they must neither run on nor stay zombies (a soak counted one as a leak)."""
+    import subprocess
+
+    from forkcore.workspace import _set_subreaper
+
+    _set_subreaper()  # as every process that runs workspaces is
+    pids = tmp_path / "pids"
+    # a child tool, and the tool's own child, as sh -c forks iptables; on /dev/null, as CRIU's tools are
+    fake = tmp_path / "criu"
+    fake.write_text('#!/bin/sh\nsh -c \'sleep 60 & echo $! >> "$PIDS"; wait\' >/dev/null 2>&1 &\n'
+                    'echo $! >> "$PIDS"\nexec sleep 60\n')
+    fake.chmod(0o755)
+    p = criu._start([str(fake)], {"PATH": os.environ["PATH"], "PIDS": str(pids)}, action="restore")
+    deadline = time.monotonic() + 10
+    while len(pids.read_text().split() if pids.exists() else []) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    tools = [int(pid) for pid in pids.read_text().split()]
+    assert len(tools) == 2
+    p.kill()
+    p.communicate()
+    criu._finished(p)
+    assert [pid for pid in tools if os.path.exists(f"/proc/{pid}")] == []  # neither running nor a zombie
+    assert p.pid not in criu._RUNNING
 
 
 def test_a_namespace_init_that_dies_after_the_reap_deadline_is_still_reaped():
