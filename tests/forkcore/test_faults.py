@@ -43,8 +43,9 @@ def _kill_criu_when_it_runs(action: str, after_s: float, first: int | None = Non
 
 def _leftovers() -> tuple:
     mounts = sum(1 for line in open("/proc/self/mountinfo") if str(paths.STATE_DIR) in line)
-    listed = [sorted(os.listdir(d)) if d.is_dir() else [] for d in (paths.STATE_DIR / "ws", paths.STATE_DIR / "snapshots")]
-    return *listed, len(WorkspaceCgroups.existing()), mounts  # the dirs are made by the first workspace
+    ws, snaps = paths.STATE_DIR / "ws", paths.STATE_DIR / "snapshots"  # made by the first workspace
+    listed = [sorted(os.listdir(d)) if d.is_dir() else [] for d in (ws, snaps)]
+    return *listed, len(WorkspaceCgroups.existing()), mounts
 
 
 def _start_busy() -> Workspace:
