@@ -25,6 +25,8 @@ the envs' bookkeeping, ksm_saved_mb, what KSM's merging saved host-wide, and mem
 "other", the used memory's growth none of them explains),
 "hit_rate_per_iteration", "spec_accuracy", "speculations_started", "speculations_skipped" (chains the
 speculator did not start: a mismatch's restore and replay were expected to cost more than a match hides),
+"speculations_retained_first" (chains started after retaining their start state, so that a mismatch cost a
+restore and no replay),
 "tail_steps_speculating_vs_not",
 "cpu_busy_fraction", "running_over_time", "memory_over_time_mb" (host memory above the configuration's start),
 "standby_over_time" ([t, frozen clones ready, MB the standby pools reserve]), "standby" (restores served by a
@@ -228,7 +230,7 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
     hit_rates, rewards, actions, step_cache, step_exec, spans, tail_steps = [], [], [], [], [], [], [0, 0]
     slow_steps: list[dict] = []
     action_errors: list[dict[str, str]] = []
-    matched = predicted = started = skipped = 0
+    matched = predicted = started = skipped = retained_first = 0
     iterations, iteration_rewards, step_exec_p50, exec_all = [], [], [], []
     bar = tqdm(total=args.iterations * len(tasks) * args.group, desc=config, unit="rollout", disable=not progress)
     for it in range(args.iterations):
@@ -283,6 +285,7 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
             predicted += s["matched"] + s["aborted"]
             started += s["predicted"]
             skipped += s["skipped"]
+            retained_first += s["retained_first"]
         if tail is not None:
             decided = (tail.decisions["speculating"], tail.decisions["not_speculating"])
             tail_steps = [a + b for a, b in zip(tail_steps, decided)]
@@ -300,6 +303,7 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
             "spec_accuracy": round(matched / predicted, 4) if use_spec and predicted else None,
             "speculations_started": started if use_spec else None,
             "speculations_skipped": skipped if use_spec else None,
+            "speculations_retained_first": retained_first if use_spec else None,
             "tail_steps_speculating_vs_not": tail_steps if use_spec else None,
             "cpu_busy_fraction": round(busy / max(total, 1), 3), "running_over_time": running,
             "memory_over_time_mb": memory, "standby_over_time": standby,

@@ -298,16 +298,18 @@ class Episode:
         """Behind the policy's think time: retain the new state if the policy says so, then speculate."""
         ws_node = self.restorer.node
         think_per_call_s = self.tree.policy.est_think_s if self.sync else 0.0
-        want_snapshot = (self.retain and not step.terminated and ws_node is not None
-                         and self.tree.should_snapshot(ws_node, think_per_call_s).retain)
+        decision = (self.tree.should_snapshot(ws_node, think_per_call_s)
+                    if self.retain and not step.terminated and ws_node is not None else None)
+        want_snapshot = decision is not None and decision.retain
         diag["snapshot_scheduled"] = want_snapshot
         started = False
         if selector_ready and ws_node is not None:
             replay_s = 0.0 if want_snapshot else self.tree.replay_cost_s(ws_node)
+            snapshot = self.restorer.snapshot_into_tree
             started = self.speculator.start(
                 self.tree, self.task.id, self.history, ws_node, self.restorer.lend, self.execute,
-                self.tree.is_readonly, replay_s, diag,
-                before=self.restorer.snapshot_into_tree if want_snapshot else None)
+                self.tree.is_readonly, replay_s, diag, before=snapshot if want_snapshot else None,
+                retain=snapshot if decision is not None and decision.possible else None)
         if want_snapshot and not started:
             self.restorer.snapshot_in_background()
 

@@ -102,8 +102,11 @@ class Restorer:
     def _materialise_now(self, node: Node, diag: dict | None, verify: bool = True) -> int:
         """`verify=False` (background sync): the state reached may stay unobserved until it is used."""
         if self.workspace is not None and self.node is node:
-            if verify:
+            if verify and self._unverified is not None:
+                t0 = time.monotonic()
                 self._verify_live()
+                if diag is not None:
+                    diag["verify_s"] = round(time.monotonic() - t0, 4)
             return 0
         t0 = time.monotonic()
         while True:
@@ -249,6 +252,10 @@ class Restorer:
     def _follow_now(self) -> None:
         try:
             self._materialise_now(self._target, None, verify=False)
+            with self._jobs_lock:
+                last = not self._jobs
+            if last:  # no later sync queued: observe the state now, behind the think time, not on a miss's path
+                self._verify_live()
         except Exception as e:  # noqa: BLE001 - the foreground path restores and reports if it needs to
             log.info("background sync of task %s stopped: %s", self.tree.task_id, e)
             self._destroy_live()

@@ -62,14 +62,18 @@ class Speculator:
         self.stats = SpeculationStats()
         self.adopted = 0
         self.skipped = 0  # chains not started: a mismatch was expected to cost more than a match saves
+        self.retained_first = 0  # chains started after retaining their start state (see `start`'s `retain`)
         self._run: _Run | None = None
 
     def start(self, tree: PrefixTree, task_id: str, history: list[str], node: Node, lend: Callable,
               execute: Callable[[Workspace, str], Executed], readonly: Callable[[str], bool],
-              replay_s: float, diag: dict, before: Callable[[Workspace, Node], None] | None = None) -> bool:
+              replay_s: float, diag: dict, before: Callable[[Workspace, Node], None] | None = None,
+              retain: Callable[[Workspace, Node], None] | None = None) -> bool:
         """Start the predicted chain from `node` (the live state) if it is expected to pay; `lend()` hands
         over the live workspace and `before(ws, node)` runs on the thread first (retaining the state the
-        chain starts from). Returns whether a chain started."""
+        chain starts from). `retain(ws, node)`, where given, can retain that state when the episode did not
+        plan to: it runs first when the chain pays only if a mismatch costs a bare restore (no replay).
+        Returns whether a chain started."""
         self.stop()
         idle = self.idle_cpus() if self.idle_cpus is not None and self.min_idle_cpus > 0 else None
         if idle is not None and idle < self.min_idle_cpus:
@@ -83,7 +87,12 @@ class Speculator:
         # retained snapshot.
         p = preds[0].prob
         exec_s = tree.expected_cost_s(preds[0].signature, node.cost_s)
-        mismatch_s = tree.policy.est_restore_s + replay_s
+        restore_s = tree.policy.est_restore_s
+        mismatch_s = restore_s + replay_s
+        retained_first = False
+        if (p * exec_s <= (1.0 - p) * mismatch_s and before is None and retain is not None and replay_s > 0
+                and p * exec_s > (1.0 - p) * restore_s):
+            before, mismatch_s, retained_first = retain, restore_s, True  # a snapshot first makes it pay
         if p * exec_s <= (1.0 - p) * mismatch_s:
             self.skipped += 1
             diag["speculation"] = {"skipped": f"p={p:.2f} x exec {exec_s:.2f}s <= {1 - p:.2f} x mismatch "
@@ -134,7 +143,8 @@ class Speculator:
         run.thread = threading.Thread(target=body, name="bunshin-speculation", daemon=True)
         self._run = run
         run.thread.start()
-        diag["speculation"] = {"started": calls}
+        diag["speculation"] = {"started": calls, "retained_first": retained_first}
+        self.retained_first += retained_first
         return True
 
     def on_action(self, signature: str, is_recorded: Callable[[], bool], diag: dict) -> None:
@@ -195,6 +205,7 @@ class Speculator:
     @property
     def counters(self) -> dict:
         """`BunshinEnv.spec_stats`: chains started ("predicted"), calls matched, chains aborted, adopted, and
-        chains not started because they were not expected to pay ("skipped")."""
+        chains not started because they were not expected to pay ("skipped"), chains whose start state was
+        retained first so that a mismatch costs no replay ("retained_first")."""
         return {"adopted": self.adopted, "aborted": self.stats.aborted, "predicted": self.stats.chains,
-                "matched": self.stats.matched, "skipped": self.skipped}
+                "matched": self.stats.matched, "skipped": self.skipped, "retained_first": self.retained_first}

@@ -120,6 +120,8 @@ class SnapshotDecision:
     cost_s: float
     """``snapshot_s + est_bytes / GiB * bytes_cost_s_per_gib``."""
     reason: str
+    possible: bool = True
+    """Whether a snapshot here could be retained at all (False: it already is, or it cannot fit the budget)."""
 
 
 class SnapshotPolicy:

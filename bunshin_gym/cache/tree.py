@@ -818,10 +818,10 @@ class PrefixTree:
         budget = self.pool.budget_bytes
         with self._lock:
             if node.snapshot is not None:
-                return SnapshotDecision(False, 0.0, 0.0, 0.0, 0.0, "already retained")
+                return SnapshotDecision(False, 0.0, 0.0, 0.0, 0.0, "already retained", possible=False)
             if budget is not None and self.policy.est_snapshot_bytes > budget:  # its dump would only be rejected
-                return SnapshotDecision(False, 0.0, 0.0, 0.0, 0.0, f"a snapshot (~{self.policy.est_snapshot_bytes:.0f} "
-                                                                   f"bytes) exceeds the budget of {budget} bytes")
+                why = f"a snapshot (~{self.policy.est_snapshot_bytes:.0f} bytes) exceeds the budget of {budget} bytes"
+                return SnapshotDecision(False, 0.0, 0.0, 0.0, 0.0, why, possible=False)
             replay, calls = self._unretained_calls(node)
             hits = node.hits
         return self.policy.decide(replay, hits, hidden_s=think_per_call_s * calls)

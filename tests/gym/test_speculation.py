@@ -224,3 +224,45 @@ def test_speculation_waits_for_idle_cpu():
     diag.clear()
     assert spec.start(*args) is False and Selector.calls == 1, "enough idle CPU: the selector is asked"
     assert "speculation" not in diag
+
+
+def test_a_chain_that_pays_only_without_replay_retains_its_start_state_first():
+    from bunshin_gym.cache import CachedStep, PrefixTree, SnapshotPolicy, SnapshotPolicyConfig
+    from bunshin_gym.speculation.selector import Prediction
+    from bunshin_gym.speculator import Speculator
+
+    class Selector:
+        prob = 0.6
+
+        def predict_chain(self, history, k, task_id):
+            return [Prediction("c", Selector.prob, Selector.prob, "ngram")]
+
+    tree = PrefixTree("t", "d", policy=SnapshotPolicy(SnapshotPolicyConfig(restore_s=1.0)))
+    node = tree.record(tree.record(tree.root, "a", CachedStep("a"), 1.0), "b", CachedStep("b"), 1.0)
+    events: list = []
+    workspace = object()
+
+    def execute(ws, sig):
+        events.append(("execute", ws, sig))
+        raise RuntimeError("the test's chain ends here")
+
+    def start(spec, retain):
+        diag: dict = {}
+        started = spec.start(tree, "t", ["a", "b"], node, lambda: (workspace, node), execute, lambda s: False,
+                             tree.replay_cost_s(node), diag, retain=retain)
+        spec.stop()
+        return started, diag
+
+    def retain(ws, at):
+        events.append(("retain", ws, at))
+
+    # p x exec = 0.6 x 1 s; a mismatch: 0.4 x (1 s restore + 2 s replay) = 1.2 s, or 0.4 s with no replay
+    spec = Speculator(Selector(), 1, discard=lambda ws: None)
+    assert start(spec, None)[0] is False and spec.counters["skipped"] == 1 and not events
+    started, diag = start(spec, retain)
+    assert started and diag["speculation"] == {"started": ["c"], "retained_first": True}
+    assert events == [("retain", workspace, node), ("execute", workspace, "c")], "retained before the chain ran"
+    assert spec.counters["retained_first"] == 1
+    events.clear()
+    Selector.prob = 0.25  # 0.25 s < 0.75 x 1 s restore: not worth it even with no replay, so nothing is retained
+    assert start(spec, retain)[0] is False and not events and spec.counters["skipped"] == 2

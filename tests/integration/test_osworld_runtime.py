@@ -126,6 +126,28 @@ def test_a_replay_that_differs_from_its_recording_drops_that_subtree(depth, fiel
         env.close()
 
 
+def test_a_background_sync_checks_the_state_it_reached_so_the_next_miss_does_not():
+    """After a hit the background sync replays its call unobserved; with no later sync queued it observes the
+    state reached there, behind the think time, so the next miss starts from a checked state at once."""
+    actions = [f"pyautogui.typewrite('sync{time.time_ns() % 10**6}')", "pyautogui.press('enter')"]
+    env = _make(diagnostics=True, background_sync=True)
+    try:
+        _run(env, actions[:1])  # executes and records the first call
+        env.unwrapped.live_workspace()  # waits for a background snapshot, if the policy took one
+        tree = env.unwrapped.episode.tree
+        tree.drop_snapshot(tree.lookup(env.unwrapped.history, count=False).node)  # reachable by replay only
+        env.reset()
+        assert env.step(actions[0])[4]["bunshin"]["cache"] == "hit"
+        episode = env.unwrapped.episode
+        episode.restorer.wait_background()
+        assert episode.restorer.stats["replayed_unobserved"] >= 1, episode.restorer.stats
+        assert episode.restorer.holds(episode.node), "the sync reached the hit's state and checked it"
+        info = env.step(actions[1])[4]["bunshin"]
+        assert info["cache"] == "miss" and "verify_s" not in info, info
+    finally:
+        env.close()
+
+
 def test_reset_stops_speculation_before_it_switches_task():
     """An in-flight speculative call is cut short (nothing recorded) or lands in the tree of the task it was
     started for, with that task's instruction, never the next task's."""
