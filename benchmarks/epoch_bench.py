@@ -41,7 +41,8 @@ same rollout in two configurations is the same action, so they compare step by s
 rollout: when it started, since the configuration began; how long its reset() took; when it ended),
 "slowest_steps" (the configuration's slowest step() calls: iteration, task, sample, step, action, exec_s and its
 info["bunshin"] diagnostics: how it was served, restore, execute_s, claim_wait_s (waiting for another env running
-the same call), background_wait_s, speculation_wait_s/speculation_stop_s),
+the same call), background_wait_s, verify_s (observing a state an unobserved replay reached),
+speculation_wait_s/speculation_stop_s),
 "retained_snapshots" (the prefix cache's pool at the end: resident, resident_bytes, attached, evicted, rejected,
 dropped),
 "iterations" (each one's wall; its slowest rollout: start_s, reset_s, steps, hits, think_s, exec_s, longest_step;

@@ -53,9 +53,9 @@ whether it comes after a policy's think time or at once (speculation, replay). R
 those fields; a replay that differs drops that part of the prefix tree (``info["bunshin"]["diverged"]``; the
 fields that differed in ``"diverged_fields"``) and the calls are executed again. Replayed calls are not
 observed (the accessibility tree costs seconds of CPU on a spreadsheet): each is checked by its
-``last_action_error``, and the state reached is observed and checked just before a miss, fork or evaluation
-uses it (``replay_observes_every_call``; counted in ``restores["replayed_unobserved"]``), so keeping the live
-desktop in step with cache hits costs the actions only.
+``last_action_error``, and the state reached is observed and checked once, before a miss, fork or evaluation
+uses it (``replay_observes_every_call``; counted in ``restores["replayed_unobserved"]``): by the background
+sync after a run of hits, behind the think time, else on the step's path (``info["bunshin"]["verify_s"]``).
 
 Version history: v0 — first release.
 """
