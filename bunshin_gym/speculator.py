@@ -87,13 +87,16 @@ class Speculator:
         # retained snapshot.
         p = preds[0].prob
         exec_s = tree.expected_cost_s(preds[0].signature, node.cost_s)
+
+        def pays(mismatch_s: float) -> bool:
+            return p * exec_s > (1.0 - p) * mismatch_s
+
         restore_s = tree.policy.est_restore_s
         mismatch_s = restore_s + replay_s
-        retained_first = False
-        if (p * exec_s <= (1.0 - p) * mismatch_s and before is None and retain is not None and replay_s > 0
-                and p * exec_s > (1.0 - p) * restore_s):
-            before, mismatch_s, retained_first = retain, restore_s, True  # a snapshot first makes it pay
-        if p * exec_s <= (1.0 - p) * mismatch_s:
+        retained_first = before is None and retain is not None and not pays(mismatch_s) and pays(restore_s)
+        if retained_first:  # a snapshot first makes it pay
+            before, mismatch_s = retain, restore_s
+        if not pays(mismatch_s):
             self.skipped += 1
             diag["speculation"] = {"skipped": f"p={p:.2f} x exec {exec_s:.2f}s <= {1 - p:.2f} x mismatch "
                                               f"{mismatch_s:.2f}s"}
