@@ -235,6 +235,7 @@ class BunshinEnv(gym.Env):
         ep.done = terminated or truncated
         if ep.done:
             ep.speculator.stop()
+            ep.restorer.cancel_syncs()  # e.g. a truncation: no later step needs the state reached
             ep.persist()
         elif diag.get("cache") == "miss":
             ep.after_miss(step, self.speculator.enabled, diag)

@@ -103,7 +103,8 @@ class Episode:
             diag["cache"] = "error"
             return CachedStep(self.with_error(msg), 0.0, False, False, {"last_action_error": msg})
         self.history, self.node = history, node
-        if diag["cache"] in ("hit", "waited") and self.sync and not self.speculator.holds_workspace:
+        if (diag["cache"] in ("hit", "waited") and self.sync and not step.terminated
+                and not self.speculator.holds_workspace):  # an episode that ended builds on nothing
             self.restorer.follow(node)
         return step
 

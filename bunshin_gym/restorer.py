@@ -33,6 +33,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("bunshin_gym")
 
 
+class SyncCancelled(RuntimeError):
+    """A background sync was ended because the state it was bringing the live workspace to is not needed."""
+
+
 class ReplayDiverged(RuntimeError):
     """Replaying a recorded call gave another observation than the recording (a timing-dependent app)."""
 
@@ -71,9 +75,12 @@ class Restorer:
         self._jobs_lock = threading.Lock()
         self._target: Node | None = None  # where `follow` brings the live workspace
         self._unverified: Node | None = None  # reached by unobserved replay; observed before it is used
+        self._sync_abort = threading.Event()  # set by `cancel_syncs`: the running sync stops at its next call
+        self._sync_ws: Workspace | None = None  # the workspace a sync's call runs on now (killed by a cancel)
+        self._sync_lock = threading.Lock()  # orders `_sync_abort` against `_sync_ws`
         self._standby_s = 0.02  # EWMA of a thaw + first answer
         self.stats = {"live": 0, "standby": 0, "snapshot": 0, "initial": 0, "replayed_calls": 0,
-                      "replayed_unobserved": 0, "dropped_snapshots": 0, "diverged": 0}
+                      "replayed_unobserved": 0, "dropped_snapshots": 0, "diverged": 0, "cancelled_syncs": 0}
 
     # ---- restore -------------------------------------------------------------------------------------
     def _has_standby(self, node: Node) -> bool:
@@ -175,7 +182,7 @@ class Restorer:
         for sig in calls:
             n = n.children[sig]
             method, params = self.adapter.step_call(sig) if observe else self.adapter.step_call(sig, observe=False)
-            raw = ws.call(method, timeout=self.call_timeout_s, **params)
+            raw = self._call(ws, method, params)
             self.stats["replayed_calls"] += 1
             self.stats["replayed_unobserved"] += not observe
             if n.result is None:
@@ -185,6 +192,21 @@ class Restorer:
             else:
                 self._check(n, {"last_action_error": self.adapter.decode_error(raw)}, ("last_action_error",))
         return n if calls and not observe and n.result is not None else None
+
+    def _call(self, ws: Workspace, method: str, params: dict):
+        """`ws.call`; on the background thread a call `cancel_syncs` can end (SyncCancelled before it starts,
+        the workspace killed while it runs)."""
+        if threading.current_thread() is not self._bg:
+            return ws.call(method, timeout=self.call_timeout_s, **params)
+        with self._sync_lock:
+            if self._sync_abort.is_set():
+                raise SyncCancelled("the state this sync was reaching is not needed any more")
+            self._sync_ws = ws
+        try:
+            return ws.call(method, timeout=self.call_timeout_s, **params)
+        finally:
+            with self._sync_lock:
+                self._sync_ws = None
 
     def _fields(self, n: Node) -> tuple[str, ...]:
         """The observation fields a replay must reproduce (`EnvAdapter.exact_fields`; all where None)."""
@@ -214,8 +236,7 @@ class Restorer:
             return
         method, params = self.adapter.observe_call()
         try:
-            got = self.adapter.decode(self.workspace.call(method, timeout=self.call_timeout_s, **params),
-                                      self.task).observation
+            got = self.adapter.decode(self._call(self.workspace, method, params), self.task).observation
             self._check(n, got, [k for k in self._fields(n) if k != "last_action_error"])
         except BaseException:
             self._destroy_live()
@@ -250,14 +271,20 @@ class Restorer:
         self._submit(kind, self._follow_now)
 
     def _follow_now(self) -> None:
+        self._sync_abort.clear()  # a cancel ends the jobs queued before it, never one submitted after
         try:
             self._materialise_now(self._target, None, verify=False)
+            if self._sync_abort.is_set():  # its last call may have been killed as it returned
+                raise SyncCancelled("the state this sync reached is not needed any more")
             with self._jobs_lock:
                 last = not self._jobs
             if last:  # no later sync queued: observe the state now, behind the think time, not on a miss's path
                 self._verify_live()
         except Exception as e:  # noqa: BLE001 - the foreground path restores and reports if it needs to
-            log.info("background sync of task %s stopped: %s", self.tree.task_id, e)
+            if self._sync_abort.is_set():
+                self.stats["cancelled_syncs"] += 1
+            else:
+                log.info("background sync of task %s stopped: %s", self.tree.task_id, e)
             self._destroy_live()
 
     def _submit(self, kind: str, job: Callable[[], None]) -> None:
@@ -305,11 +332,25 @@ class Restorer:
         self.drop()
         self.workspace, self.node = ws, node
 
-    def drop(self, background: bool = False) -> None:
-        """Destroy the live workspace (on the runtime's reaper thread if `background`); syncs not yet started
-        are cancelled (the state they would reach is not needed), snapshots still run."""
+    def cancel_syncs(self) -> None:
+        """The episode will not build on its state any more (it ended, or its workspace goes): syncs not yet
+        started are dropped and a running one ends at its next call (a call it is running is cut short by
+        killing its workspace: on a busy machine the rest of a replay nobody needs takes CPU from the others).
+        Snapshots still run; the live workspace, if a sync ended, is gone (materialise restores one)."""
         with self._jobs_lock:
             self._jobs = collections.deque(j for j in self._jobs if j[0] == "snapshot")
+            running = self._running in ("sync", "reset")
+        if running:
+            with self._sync_lock:
+                self._sync_abort.set()
+                ws = self._sync_ws
+            if ws is not None:
+                ws.kill()
+
+    def drop(self, background: bool = False) -> None:
+        """Destroy the live workspace (on the runtime's reaper thread if `background`); syncs are cancelled
+        (`cancel_syncs`: the state they would reach is not needed), snapshots still run."""
+        self.cancel_syncs()
         self.wait_background()
         self._destroy_live(background)
 

@@ -148,6 +148,34 @@ def test_a_background_sync_checks_the_state_it_reached_so_the_next_miss_does_not
         env.close()
 
 
+def test_hits_that_end_the_episode_cancel_the_sync_nobody_will_use():
+    """The sync of a hit is killed mid-call when the next hit ends the episode, and that last hit schedules
+    none: no CPU goes to reaching a state no step builds on. The env stays usable after."""
+    slow = f"import time; time.sleep(6)  # {time.time_ns()}"
+    env = _make(diagnostics=True, background_sync=True)
+    try:
+        _run(env, [slow, "DONE"])  # executes and records both
+        tree = env.unwrapped.episode.tree
+        slow_node = tree.lookup(env.unwrapped.history[:1], count=False).node
+        env.unwrapped.live_workspace()  # waits for a background snapshot, if the policy took one
+        tree.drop_snapshot(slow_node)  # reachable by replay only
+        env.reset()
+        assert env.step(slow)[4]["bunshin"]["cache"] == "hit"
+        restorer = env.unwrapped.episode.restorer
+        deadline = time.monotonic() + 30
+        while restorer._sync_ws is None and time.monotonic() < deadline:  # the sync is replaying the slow call
+            time.sleep(0.05)
+        assert restorer._sync_ws is not None, restorer.stats
+        _, _, terminated, _, info = env.step("DONE")
+        assert terminated and info["bunshin"]["cache"] == "hit", info["bunshin"]
+        restorer.wait_background()
+        assert restorer.stats["cancelled_syncs"] == 1 and restorer.stats["replayed_calls"] == 0, restorer.stats
+        assert restorer.workspace is None and restorer._target is slow_node
+        assert _run(env, [slow])[1][2] is False, "a new episode runs after the cancelled sync"
+    finally:
+        env.close()
+
+
 def test_reset_stops_speculation_before_it_switches_task():
     """An in-flight speculative call is cut short (nothing recorded) or lands in the tree of the task it was
     started for, with that task's instruction, never the next task's."""
