@@ -162,6 +162,13 @@ class EnvAdapter(abc.ABC):
         """True if the action changes neither the workspace nor the observation (may be skipped in cache keys)."""
         return False
 
+    def cost_class(self, action: str, observation: dict) -> str | None:
+        """The kind of call `action` is in the state `observation` shows, as far as its execution time goes:
+        calls of one kind are expected to cost alike (e.g. a WebArena click on an `<option>` waits out its
+        timeout whatever the element's id). None: a call is expected to cost what the same call cost in other
+        states. Speculation weighs a call's expected cost against what a misprediction costs."""
+        return None
+
     def render_prompt(self, observation: dict) -> str:
         """The observation as prompt text for a language-model policy."""
         return json.dumps({k: v for k, v in observation.items() if isinstance(v, str)}, indent=1)

@@ -196,6 +196,8 @@ class BunshinEnv(gym.Env):
         else:  # a private tree: speculation only, no reuse across episodes
             tree, store = PrefixTree(task.id, f"{ts.initial_digest}-{id(self)}-{time.monotonic_ns()}",
                                      readonly=readonly), None
+        if tree.cost_class is None:
+            tree.cost_class = self.adapter.cost_class
         if tree.root.result is None:  # the tree's first episode
             tree.set_root_result(CachedStep(result.observation, info={"last_action_error": ""}))
             tree.policy.observe_initial(ts.snapshot.size_bytes(), ts.snapshot.dump_s)

@@ -82,11 +82,11 @@ class Speculator:
         preds = self.selector.predict_chain(history, self.k, task_id)
         if not preds:
             return False
-        # Expected value of running ahead: a match hides the call's execution (what it cost elsewhere in the
-        # tree; unknown: what the last call cost); a mismatch costs a restore plus the replay from the nearest
-        # retained snapshot.
+        # Expected value of running ahead: a match hides the call's execution (what calls of its cost class
+        # or the same call cost elsewhere in the tree; unknown: what the last call cost); a mismatch costs a
+        # restore plus the replay from the nearest retained snapshot.
         p = preds[0].prob
-        exec_s = tree.expected_cost_s(preds[0].signature, node.cost_s)
+        exec_s = tree.expected_cost_s(preds[0].signature, node.cost_s, at=node)
 
         def pays(mismatch_s: float) -> bool:
             return p * exec_s > (1.0 - p) * mismatch_s

@@ -471,6 +471,10 @@ class PrefixTree:
         self._max_depth = 0
         self._lookups = self._hits = self._records = self._coalesced = self._evicted = 0
         self._signature_costs: dict[str, tuple[float, int]] = {}  # signature -> (total s, executions)
+        #: (signature, observation before the call) -> the kind of call as far as its cost goes, or None
+        #: (`EnvAdapter.cost_class`); set by the env that creates the tree
+        self.cost_class: Callable[[str, dict], str | None] | None = None
+        self._class_costs: dict[str, tuple[float, int]] = {}  # cost class -> (total s, executions)
         #: stateful paths at and below which records made elsewhere (`Runtime.shared_records`) are not taken:
         #: replaying one here gave something else, so this machine executes those calls itself
         self.local_only: set[tuple[str, ...]] = set()
@@ -585,6 +589,10 @@ class PrefixTree:
                 self.results.charge(child, nbytes)
                 total, n = self._signature_costs.get(signature, (0.0, 0))
                 self._signature_costs[signature] = (total + cost_s, n + 1)
+                cls = self._cost_class(signature, parent)
+                if cls is not None:
+                    total, n = self._class_costs.get(cls, (0.0, 0))
+                    self._class_costs[cls] = (total + cost_s, n + 1)
                 if child.depth > self._max_depth:
                     self._max_depth = child.depth
                 self.results.evict(keep=child)
@@ -718,12 +726,25 @@ class PrefixTree:
         flight.event.set()
 
     # -- snapshots -------------------------------------------------------------------------------------
-    def expected_cost_s(self, signature: str, default: float) -> float:
-        """Mean recorded execution time of ``signature`` in any state of this tree (a call not run yet here is
-        likely to cost what it cost elsewhere, e.g. a click that waits out its timeout), else ``default``."""
+    def expected_cost_s(self, signature: str, default: float, at: Node | None = None) -> float:
+        """Expected execution time of ``signature``: run in ``at``'s state, the mean of the calls of its cost
+        class (`cost_class`) where two or more were recorded; else its mean in any state of this tree (a call
+        not run yet here is likely to cost what it cost elsewhere); else ``default``."""
+        cls = self._cost_class(signature, at) if at is not None else None
         with self._lock:
-            total, n = self._signature_costs.get(signature, (0.0, 0))
+            total, n = self._class_costs.get(cls, (0.0, 0)) if cls is not None else (0.0, 0)
+            if n < 2:
+                total, n = self._signature_costs.get(signature, (0.0, 0))
         return total / n if n else default
+
+    def _cost_class(self, signature: str, node: Node) -> str | None:
+        result = node.result
+        if self.cost_class is None or result is None:
+            return None
+        try:
+            return self.cost_class(signature, result.observation)
+        except Exception:  # noqa: BLE001 - an unparsable call has no class; its cost is still recorded
+            return None
 
     def replay_cost_s(self, node: Node) -> float:
         """Seconds of calls to replay to materialise ``node`` from its nearest retained snapshot (or reset)."""

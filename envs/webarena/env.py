@@ -226,6 +226,16 @@ class WebArenaAdapter(EnvAdapter):
     def is_read_only(self, action: str) -> bool:
         return is_read_only(parse_action(action))
 
+    def cost_class(self, action: str, observation: dict) -> str | None:
+        """An element action by the element's role in the accessibility tree ("click option", "click link"),
+        "<action> unlisted" where the id is not in it (hidden or gone): a click on an `<option>` or a hidden
+        element waits out the action timeout, a click on a link costs a page load."""
+        act = parse_action(action)
+        if act.element_id is None:
+            return None
+        m = re.search(rf"^\s*\[{re.escape(act.element_id)}\]\s+(\S+)", observation.get("axtree") or "", re.M)
+        return f"{act.name} {m.group(1) if m else 'unlisted'}"
+
     def render_prompt(self, observation: dict) -> str:
         return (f"OBJECTIVE: {observation['goal']}\nURL: {observation['url']}\n"
                 f"OPEN TABS: {', '.join(observation['open_pages_urls'])}\n"

@@ -469,6 +469,25 @@ def test_expected_cost_of_a_call_is_what_it_cost_in_other_states():
     assert t.expected_cost_s("never-run", default=0.1) == 0.1
 
 
+def test_expected_cost_in_a_state_is_what_calls_of_its_cost_class_cost():
+    """A click on an element of a role that times out costs the timeout, whatever its id, although the same
+    id cost little in another state (the class comes from the state the call would run in)."""
+    t = PrefixTree("task", "d")
+    t.cost_class = lambda sig, obs: f"{sig.split()[0]} {obs['roles'].get(sig.split()[1], 'unlisted')}"
+    page = lambda **roles: CachedStep({"roles": roles})  # noqa: E731 - the observation the class reads
+    t.set_root_result(page(**{"1": "link", "2": "option", "3": "option"}))
+    menu = t.record(t.root, "click 1", page(**{"1": "link"}), 0.3)  # a page load
+    t.record(t.root, "click 2", page(), 3.1)  # an <option>: the click waits out its timeout
+    t.record(t.root, "click 3", page(), 2.9)
+    t.record(menu, "click 2", page(), 0.2)  # the same id, a link on another page: fast
+    other = t.record(menu, "click 4", page(**{"5": "option"}), 0.2)
+    assert t.expected_cost_s("click 5", default=0.1, at=other) == pytest.approx(3.0), "an option: its class"
+    assert t.expected_cost_s("click 2", default=0.1) == pytest.approx(1.65), "no state: the id's mean"
+    assert t.expected_cost_s("click 1", default=0.1, at=other) == pytest.approx(0.2), "not on the page: its class"
+    button = t.record(menu, "click 6", page(**{"1": "button"}), 0.2)
+    assert t.expected_cost_s("click 1", default=0.1, at=button) == pytest.approx(0.3), "no class yet: the id's"
+
+
 def _kb(tag: str) -> CachedStep:
     return CachedStep(observation={"screenshot": bytes(1000), "tag": tag})  # 1001 bytes
 

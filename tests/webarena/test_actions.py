@@ -124,3 +124,17 @@ def test_server_safe_covers_page_only_actions():
         assert is_server_safe(parse_action(text)), text
     for text in ("click [1]", "type [1] [x] [1]", "press [Enter]", "goto [http://x]", "go_back"):
         assert not is_server_safe(parse_action(text)), text
+
+
+def test_cost_class_of_an_element_action_is_the_elements_role_on_the_page():
+    """Speculation's cost estimate: a click on an <option> or a hidden element waits out the action timeout
+    whatever its id, a click on a link costs a page load; page-level actions have no class."""
+    from envs.webarena.env import WebArenaAdapter
+
+    page = {"axtree": "RootWebArea 'Shop'\n\t[1] link 'Home'\n\t\t[52] option 'Ascending' selected: True"}
+    adapter = WebArenaAdapter()
+    assert adapter.cost_class("click [52]", page) == "click option"
+    assert adapter.cost_class("click [1]", page) == "click link"
+    assert adapter.cost_class("click [5]", page) == "click unlisted", "[5] is not [52]"
+    assert adapter.cost_class("type [69] [450 Pine Rd] [0]", page) == "type unlisted"
+    assert adapter.cost_class("scroll [down]", page) is None and adapter.cost_class("stop []", page) is None
