@@ -271,7 +271,6 @@ class Restorer:
         self._submit(kind, self._follow_now)
 
     def _follow_now(self) -> None:
-        self._sync_abort.clear()  # a cancel ends the jobs queued before it, never one submitted after
         try:
             self._materialise_now(self._target, None, verify=False)
             if self._sync_abort.is_set():  # its last call may have been killed as it returned
@@ -301,6 +300,7 @@ class Restorer:
                     self._bg = self._running = None
                     return
                 self._running, job = self._jobs.popleft()
+                self._sync_abort.clear()  # a cancel ends the jobs running or queued before it, no later one
             job()
 
     def wait_background(self) -> tuple[str, ...]:
@@ -340,9 +340,10 @@ class Restorer:
         with self._jobs_lock:
             self._jobs = collections.deque(j for j in self._jobs if j[0] == "snapshot")
             running = self._running in ("sync", "reset")
+            if running:  # set under the jobs' lock: `_drain` cannot start another job in between
+                self._sync_abort.set()
         if running:
             with self._sync_lock:
-                self._sync_abort.set()
                 ws = self._sync_ws
             if ws is not None:
                 ws.kill()
