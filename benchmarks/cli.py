@@ -29,10 +29,18 @@ def bench_fork(
     harden: bool = typer.Option(True, help="hardened workspaces (--no-harden: what the hardening costs)"),
 ) -> None:
     """Fork latency and memory per backend and clone count → OUT/fork.json + OUT/fork.png."""
-    from benchmarks.fork_bench import Args, run
+    from benchmarks.fork_bench import Args
 
-    rows = run(Args(out=str(out), clones=parse_ints(clones), backends=tuple(b for b in backends.split(",") if b),
-                    hold_mb=hold_mb, browser=browser, settle_max_s=settle_max_s, harden=harden))
+    _run_fork(Args(out=str(out), clones=parse_ints(clones), backends=tuple(b for b in backends.split(",") if b),
+                   hold_mb=hold_mb, browser=browser, settle_max_s=settle_max_s, harden=harden))
+
+
+def _run_fork(args) -> None:
+    """Run the fork benchmark with `args` (benchmarks.fork_bench.Args) and print its table."""
+    from benchmarks.fork_bench import run
+
+    rows = run(args)
+    out = Path(args.out)
     typer.echo(f"{'backend':<9} {'clones':>6} {'snapshot_s':>10} {'prepare_s':>9} {'fork_p50_s':>10} "
                f"{'critical_s':>10} {'memory_mb':>10} {'pss_mb':>8}")
     for r in rows:
@@ -295,15 +303,26 @@ def bench_lookup(nodes: str = typer.Option("1000,100000", help="tree sizes"),
 
 def demo(out: Path = typer.Option(Path("bench-out/demo"), help="where JSON and PNGs go"),
          tasks: int = typer.Option(2, help="tasks"), group: int = typer.Option(4, help="GRPO group size"),
-         iterations: int = typer.Option(2, help="iterations")) -> None:
+         iterations: int = typer.Option(2, help="iterations"),
+         clones: str = typer.Option("1,4", help="fork: clone counts, comma-separated"),
+         backends: str = typer.Option("private,ksm,memfile", help="fork: memory backends to compare"),
+         quick: bool = typer.Option(False, help="CI scale (~3 min): 1 task x 2 samples x 2 iterations, one clone "
+                                    "with the private and ksm backends")) -> None:
     """What a newcomer should see first: a small replayed GRPO epoch on BunshinWebArena-v0, Base vs
     Cache+Spec, then live-forking one workspace with each memory backend."""
-    from benchmarks.epoch_bench import Args, run
+    from benchmarks.epoch_bench import Args as EpochArgs, run as run_epoch
+    from benchmarks.fork_bench import Args as ForkArgs
 
+    epoch_args = EpochArgs(env="BunshinWebArena-v0", tasks=tasks, group=group, iterations=iterations, concurrency=4,
+                           think_median_s=1.5, configs=("base", "cache_spec"), out=str(out / "epoch"))
+    fork_args = ForkArgs(out=str(out / "fork"), clones=parse_ints(clones),
+                         backends=tuple(b for b in backends.split(",") if b), hold_mb=100, browser=True,
+                         settle_max_s=30.0)
+    if quick:
+        epoch_args.tasks, epoch_args.group, epoch_args.iterations, epoch_args.settle_max_s = 1, 2, 2, 10.0
+        fork_args.clones, fork_args.backends = (1,), ("private", "ksm")
+        fork_args.settle_max_s, fork_args.standby_takes = 10.0, 2
     typer.echo("== GRPO epoch: base (no reuse) vs cache_spec (prefix cache + speculation) ==")
-    result = run(Args(env="BunshinWebArena-v0", tasks=tasks, group=group, iterations=iterations, concurrency=4,
-                      think_median_s=1.5, configs=("base", "cache_spec"), out=str(out / "epoch")))
-    _print_epoch(result)
+    _print_epoch(run_epoch(epoch_args))
     typer.echo("\n== fork latency and memory per backend ==")
-    bench_fork(clones="1,4", out=out / "fork", backends="private,ksm,memfile", hold_mb=100, browser=True,
-               settle_max_s=30.0)
+    _run_fork(fork_args)
