@@ -33,18 +33,31 @@ def doctor(as_json: bool = typer.Option(False, "--json", help="print JSON instea
                                             "shows whether the CRIU in use restores key state")) -> None:
     """List what this machine can do (root, namespaces, overlayfs, CRIU, KSM, backends, browser, X).
 
-    Exits 1 only when a --deep restore check fails (a missing optional capability is not a failure)."""
+    What the main job needs comes first (MISSING when absent); then what only the tests or an optional backend
+    use, marked "absent" rather than MISSING. Exits 1 only when a --deep restore check fails (a missing
+    capability is not a failure)."""
+    from forkcore.capabilities import MAIN, OPTIONAL, TESTS
+
     from .doctor import check_all
 
     caps = check_all()
     if not as_json:
         width = max(len(c.name) for c in caps)
-        for c in caps:
-            mark = typer.style("OK     ", fg="green") if c.ok else typer.style("MISSING", fg="red")
-            line = f"{mark} {c.name:<{width}}  {c.detail}"
-            if not c.ok and c.fix:
-                line += f"\n        {'':<{width}}  fix: {c.fix}"
-            typer.echo(line)
+        for group, heading in ((MAIN, None), (TESTS, "only the tests and their baselines use these "
+                                                     "(bash scripts/test.sh installs them):"),
+                               (OPTIONAL, "optional (used when present):")):
+            members = [c for c in caps if c.needed_for == group]
+            if heading and members:
+                typer.echo(heading)
+            for c in members:
+                mark = (typer.style("OK     ", fg="green") if c.ok else typer.style("MISSING", fg="red")
+                        if group == MAIN else typer.style("absent ", fg="yellow"))
+                line = f"{mark} {c.name:<{width}}  {c.detail}"
+                if not c.ok and c.fix and c.fix not in c.detail:
+                    line += f"\n        {'':<{width}}  fix: {c.fix}"
+                typer.echo(line)
+        missing = [c.name for c in caps if c.needed_for == MAIN and not c.ok]
+        typer.echo(f"main job: {'missing ' + ', '.join(missing) if missing else 'everything it needs is here'}")
     results = []
     if deep:
         from .compat import run_checks

@@ -10,12 +10,19 @@ from . import criu, paths
 from .backends import backend_report
 
 
+#: what a capability is needed for (`Capability.needed_for`)
+MAIN, TESTS, OPTIONAL = "main", "tests", "optional"
+
+
 @dataclass(frozen=True)
 class Capability:
     name: str
     ok: bool
     detail: str
     fix: str = ""
+    needed_for: str = MAIN
+    """MAIN: the envs and the main job (`bash scripts/demo.sh`); TESTS: only the test suite and its side-by-side
+    baselines (`bash scripts/test.sh` installs it); OPTIONAL: a backend Bunshin uses when present"""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -117,5 +124,6 @@ def check_all() -> list[Capability]:
                            "" if ksm.exists() else "kernel with CONFIG_KSM"))
     for name, why in backend_report().items():
         caps.append(Capability(f"backend {name}", why is None, "available" if why is None else why,
-                               "" if why is None else why.split(": ", 1)[-1]))
+                               "" if why is None else why.split(": ", 1)[-1],
+                               needed_for=OPTIONAL if name == "kmod" else MAIN))
     return caps
