@@ -174,4 +174,5 @@ if [ "$WITH_TESTS" = 1 ]; then
   # A small real LLM (llama-cpp-python's server + Gemma 3 270M) in its own venv, for ChatPolicy and its test.
   bash scripts/install_llm.sh
 fi
-say "done. Check the machine with: bunshin doctor (bunshin doctor --deep also forks every app once)"
+say "done. The project's Python: source $PREFIX/venv/bin/activate (then python, pip, bunshin, pytest)"
+say "Check the machine with: bunshin doctor (bunshin doctor --deep also forks every app once)"
