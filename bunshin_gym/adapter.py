@@ -23,6 +23,11 @@ if TYPE_CHECKING:
     from .compat import CompatSuite
 
 
+class EvaluationUnavailable(RuntimeError):
+    """The evaluator could not run (executor unreachable, timed out, its answer unreadable): no reward may be
+    recorded for it."""
+
+
 class ActionError(ValueError):
     """A malformed action; the env reports its message as `last_action_error` and stays usable."""
 
@@ -112,9 +117,19 @@ class EnvAdapter(abc.ABC):
         ``replay_observes_every_call`` is False) the call executes the action and waits as a step does, but
         answers only ``last_action_error``: replayed calls, whose observations nobody reads."""
 
-    @abc.abstractmethod
     def evaluate_call(self, answer: str | None) -> tuple[str, dict]:
-        ...
+        """The executor call whose answer's "reward" is the end state's reward (used by the default `evaluate`:
+        an env whose judge runs inside its workspace; an env whose gold must stay out overrides `evaluate`)."""
+        raise NotImplementedError(f"{type(self).__name__} judges in `evaluate`, not through an executor call")
+
+    def evaluate(self, task: Task, answer: str | None, call) -> float:
+        """The reward of the end state the episode's workspace holds, computed in this (the env's) process.
+
+        `call(method, **params)` calls the workspace's executor (what it answers is untrusted data: the agent
+        may be root in there). Raise EvaluationUnavailable when the state cannot be read (never recorded);
+        an ExecutorError from `call` means the state broke the evaluator: reward 0, recorded."""
+        method, params = self.evaluate_call(answer)
+        return float(call(method, **params)["reward"])
 
     def observe_call(self) -> tuple[str, dict]:
         """The executor call that observes the current state without acting (answers like a step, with

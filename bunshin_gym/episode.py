@@ -24,7 +24,7 @@ import gymnasium as gym
 
 from forkcore import ExecutorError, ExecutorUnreachable, ForkcoreError, RestoreFailed, SnapshotError, Workspace
 
-from .adapter import EnvAdapter, Task
+from .adapter import EnvAdapter, EvaluationUnavailable, Task
 from .cache import CachedStep, CacheError, CacheStore, Executed, MissExecutionError, Node, PrefixTree
 from .restorer import ReplayDiverged, Restorer
 from .runtime import Runtime
@@ -39,10 +39,6 @@ MAX_DIVERGENCES = 3
 
 class StepFailed(gym.error.ResetNeeded):
     """The episode's workspace could not be restored; the tree is unchanged. Call reset()."""
-
-
-class EvaluationUnavailable(RuntimeError):
-    """The evaluator could not run (executor unreachable, timed out): no reward may be recorded for it."""
 
 
 class Episode:
@@ -227,9 +223,9 @@ class Episode:
     def evaluate(self, answer: str | None, ws: Workspace) -> float:
         """The task's evaluation of the end state on `ws`. An evaluator that raised judged the state (a task
         failed: 0, recorded); one that could not run raises EvaluationUnavailable (never recorded)."""
-        method, params = self.adapter.evaluate_call(answer)
         try:
-            return float(ws.call(method, timeout=self.call_timeout_s, **params)["reward"])
+            return self.adapter.evaluate(self.task, answer,
+                                         lambda method, **params: ws.call(method, timeout=self.call_timeout_s, **params))
         except ExecutorError as e:  # the end state cannot be judged (e.g. every tab closed): a failed task
             log.warning("evaluation of task %s failed, reward 0: %s", self.task.id, e)
             return 0.0

@@ -186,16 +186,28 @@ def _bar(url: str, total: int):
                 disable=None)  # None: shown on a terminal only
 
 
-def task_urls(task: Mapping[str, Any]) -> list[str]:
-    """Every URL `task` (an OSWorld task dict) downloads: config and postconfig `download` files, and the
-    `cloud_file` getters of its evaluator; shipped files (SHIPPED_URL) left out."""
-    from .tasks import raw_getters, raw_steps
+def step_urls(task: Mapping[str, Any]) -> list[str]:
+    """The URLs of `task`'s config and postconfig `download` steps (files its workspace gets; shipped ones left
+    out)."""
+    from .tasks import raw_steps
 
-    urls = [f.get("url") for s in raw_steps(task) if s.get("type") == "download"
-            for f in (s.get("parameters") or {}).get("files") or [] if isinstance(f, Mapping)]
+    return _unshipped([f.get("url") for s in raw_steps(task) if s.get("type") == "download"
+                       for f in (s.get("parameters") or {}).get("files") or [] if isinstance(f, Mapping)])
+
+
+def task_urls(task: Mapping[str, Any]) -> list[str]:
+    """Every URL `task` (an OSWorld task dict) downloads: its steps' (step_urls), and the `cloud_file` getters
+    of its evaluator (expected files: only the judge reads them); shipped files (SHIPPED_URL) left out."""
+    from .tasks import raw_getters
+
+    urls = step_urls(task)
     for g in raw_getters(task):
         if g.get("type") in URL_GETTERS:
             urls += g["path"] if isinstance(g.get("path"), list) else [g.get("path")]
+    return _unshipped(urls)
+
+
+def _unshipped(urls: list) -> list[str]:
     out = []
     for u in urls:
         if isinstance(u, str) and u and not u.startswith(SHIPPED_URL) and u not in out:

@@ -72,6 +72,7 @@ import numpy as np
 from gymnasium import spaces
 
 from bunshin_gym import ActionError, BunshinEnv, EnvAdapter, StepResult, Task
+from bunshin_gym.adapter import EvaluationUnavailable
 from bunshin_gym.compat import AppCheck, CompatSuite
 from bunshin_gym.spaces import any_text, clip_text, unicode_charset
 from forkcore import ServiceSpec, WorkspaceSpec
@@ -83,9 +84,10 @@ from . import compat
 from .actions import ACTION_SPACES, SPECIAL_ACTIONS, ActionError as _ParseError, parse_action
 from .desktop import DEFAULT_SIZE, desktop_env, desktop_services
 from .downloads import STAGING_DIR, fetch, resolve_task
-from .errors import OSWorldError
+from .errors import OSWorldError, StateUnavailable
 from .handlers import DISPLAY, HOME, MARKER
-from .tasks import TASKS_DIR, load_oracle, load_task, task_from_dict
+from .judge import judge
+from .tasks import TASKS_DIR, load_oracle, load_task, task_from_dict, workspace_task
 
 #: observation size limits (longer texts are cut, saying so): they bound AsyncVectorEnv's shared buffers
 A11Y_CHARS, TERMINAL_CHARS = 2_000_000, 200_000
@@ -199,7 +201,8 @@ class OSWorldAdapter(EnvAdapter):
 
     def host_files(self, task: Task) -> dict[str, Path]:
         out = {}
-        for url, sha in (task.config.get("bunshin_downloads") or {}).items():
+        staged = workspace_task(task.config).get("bunshin_downloads") or {}  # never an expected file
+        for url, sha in staged.items():
             d = fetch(url)  # from the cache, checked against its sha256
             if d.sha256 != sha:
                 raise ValueError(f"the cached download of {url} changed since the task was loaded (sha256 "
@@ -208,7 +211,7 @@ class OSWorldAdapter(EnvAdapter):
         return out
 
     def reset_call(self, task: Task):
-        return "osworld.reset", {"task": task.config, "action_space": self.space,
+        return "osworld.reset", {"task": workspace_task(task.config), "action_space": self.space,
                                  "screen_size": list(self.screen_size), "a11y": self.a11y}
 
     def step_call(self, action: str, observe: bool = True):
@@ -226,8 +229,12 @@ class OSWorldAdapter(EnvAdapter):
     def observe_call(self):
         return "osworld.observe", {}
 
-    def evaluate_call(self, answer):
-        return "osworld.evaluate", {"last_action": answer}
+    def evaluate(self, task: Task, answer, call) -> float:
+        """Judged here, outside the workspace (judge.py): the workspace only hands out its state."""
+        try:
+            return judge(task_from_dict(task.config), answer or None, call)
+        except StateUnavailable as e:
+            raise EvaluationUnavailable(f"task {task.id}: {e}") from e
 
     # ---- observations ----------------------------------------------------------------------------------
     def decode(self, raw: Any, task: Task) -> StepResult:

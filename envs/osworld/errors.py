@@ -15,6 +15,7 @@ __all__ = [
     "TaskValidationError",
     "TaskConfigError",
     "EvaluatorError",
+    "StateUnavailable",
 ]
 
 
@@ -40,3 +41,9 @@ class TaskConfigError(OSWorldError):
 
 class EvaluatorError(OSWorldError):
     """An evaluator names an unknown getter or metric, or a getter could not produce its value."""
+
+
+class StateUnavailable(OSWorldError):
+    """The judge could not read the desktop's end state: the workspace's getter did not answer, or answered
+    with something that is not a getter's value (the workspace is untrusted: its agent is root there). Not a
+    score: the evaluation is retried on a fresh copy of the state, never recorded as 0 or 1."""

@@ -21,8 +21,10 @@ Handlers (keyword arguments in, JSON-serialisable dicts out):
   ``a11y`` (default: $BUNSHIN_OSWORLD_A11Y != "0") turns the accessibility-tree dump on or off;
   ``observe=False`` leaves out the observation (the step still waits for an idle desktop): replays.
 - ``osworld.observe()`` -> observation of the current state (no action).
-- ``osworld.evaluate(last_action: str | None = None)`` -> ``{"reward": float}`` (OSWorld's semantics:
-  infeasible tasks need FAIL, FAIL on a feasible task scores 0).
+- ``osworld.collect(getter: dict)`` -> ``{"value": ...}``: one evaluator getter that reads the desktop's state
+  (not the JUDGE_GETTERS), its value as JSON, a file it copied out as ``{"file": name, "b64": bytes}``. The
+  judge (envs/osworld/judge.py) runs outside the workspace; nothing here scores or sees expected values.
+- ``osworld.postconfig(steps: list)`` -> ``{"ok": true}``: the evaluator's postconfig steps, before collecting.
 - ``osworld.check_prepare(apps)``, ``osworld.check_chromium()``, ``osworld.check_libreoffice(kind)``,
   ``osworld.check_impress()``, ``osworld.check_gimp()``, ``osworld.check_vlc()``, ``osworld.check_thunderbird()``,
   ``osworld.check_mousepad()``, ``osworld.check_xterm()``, ``osworld.check_atspi()`` -> ``{"ok": bool,
@@ -99,7 +101,7 @@ class _Runtime:
 
         if action_space not in ACTION_SPACES:
             raise OSWorldError(f"action_space={action_space!r}; expected one of {ACTION_SPACES}")
-        t = task_from_dict(task)
+        t = task_from_dict(task, judged=False)  # the host keeps the evaluator: nothing here judges
         s = self._session(screen_size)
         self.task, self.action_space = t, action_space
         if a11y is not None:
@@ -137,13 +139,43 @@ class _Runtime:
         out["last_action_error"] = ""
         return out
 
-    def evaluate(self, last_action: str | None = None) -> dict:
-        from .evaluators import evaluate
+    def collect(self, getter: dict) -> dict:
+        """One state getter's value for the judge outside (envs/osworld/judge.py), as data."""
+        from .evaluators import JUDGE_GETTERS
+        from .evaluators.getters import cache_dir, get_value
 
-        task = self._need_task()
-        details: list = []
-        reward = evaluate(task, self.session, last_action or None, details=details)
-        return {"reward": float(reward), "details": details}
+        self._need_task()
+        if getter.get("type") in JUDGE_GETTERS:
+            raise OSWorldError(f"getter {getter.get('type')!r} reads the task's own data: the judge runs it")
+        return {"value": _export(get_value(self.session, getter), cache_dir(self.session))}
+
+    def postconfig(self, steps: list) -> dict:
+        """The evaluator's postconfig steps (e.g. save the document), run before the judge collects."""
+        from .tasks import run_config
+
+        self._need_task()
+        run_config(self.session, steps)
+        return {"ok": True}
+
+
+#: largest file one getter may hand out (an agent can make files of any size)
+MAX_COLLECTED_BYTES = 512 * 2**20
+
+
+def _export(value, cache: str):
+    """A getter's value as JSON data, each file it copied into the evaluation cache as its bytes."""
+    if isinstance(value, str) and os.path.dirname(value) == cache.rstrip("/") and os.path.isfile(value):
+        size = os.path.getsize(value)
+        if size > MAX_COLLECTED_BYTES:
+            raise ValueError(f"{os.path.basename(value)}: {size} bytes, more than a getter hands out "
+                             f"({MAX_COLLECTED_BYTES})")
+        with open(value, "rb") as f:
+            return {"file": os.path.basename(value), "b64": base64.b64encode(f.read()).decode("ascii")}
+    if isinstance(value, dict):
+        return {str(k): _export(v, cache) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_export(v, cache) for v in value]
+    return value
 
 
 def register(executor) -> None:
@@ -153,7 +185,8 @@ def register(executor) -> None:
     executor.register("osworld.reset", rt.reset)
     executor.register("osworld.step", rt.step)
     executor.register("osworld.observe", rt.observe)
-    executor.register("osworld.evaluate", rt.evaluate)
+    executor.register("osworld.collect", rt.collect)
+    executor.register("osworld.postconfig", rt.postconfig)
     for name in ("prepare", "chromium", "libreoffice", "impress", "gimp", "vlc", "thunderbird", "mousepad", "xterm",
                  "atspi"):
         fn = getattr(compat, name if name == "prepare" else f"check_{name}")

@@ -68,6 +68,8 @@ _HERE = Path(__file__).resolve().parent
 TASKS_DIR = _HERE / "tasks"
 ORACLES_DIR = _HERE / "oracles"
 TASK_FILES_DIR = _HERE / "task_files"
+#: files only the judge reads (expected files): excluded from the code layer (.workspace-exclude)
+JUDGE_FILES_DIR = _HERE / "judge_files"
 
 CONFIG_TYPES = ("execute", "command", "launch", "open", "sleep", "activate_window", "close_window", "download",
                 "upload_file", "chrome_open_tabs", "chrome_close_tabs", "update_browse_history", "http_server")
@@ -135,7 +137,7 @@ class Task:
     config: tuple[ConfigStep, ...]
     trajectory: str
     related_apps: tuple[str, ...]
-    evaluator: Evaluator
+    evaluator: Evaluator | None  # None in a workspace's copy (workspace_task): only the judge holds it
     path: str = ""
     raw: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
@@ -284,8 +286,11 @@ def _check_evaluator(ev: Any, where: str) -> Evaluator:
                      tuple(_freeze(o) for o in options), conj, steps, single)
 
 
-def task_from_dict(d: Mapping[str, Any], where: str = "<task>") -> Task:
-    """Validate a task dict (OSWorld schema) into a frozen `Task`; raises TaskValidationError."""
+def task_from_dict(d: Mapping[str, Any], where: str = "<task>", judged: bool = True) -> Task:
+    """Validate a task dict (OSWorld schema) into a frozen `Task`; raises TaskValidationError.
+
+    `judged=False`: the task as a workspace gets it (`workspace_task`), without its evaluator (`.evaluator`
+    None)."""
     if not isinstance(d, Mapping):
         raise _fail(where, f"a task must be a JSON object; found {type(d).__name__}")
     tid = _check_str(d, "id", where)
@@ -303,8 +308,22 @@ def task_from_dict(d: Mapping[str, Any], where: str = "<task>") -> Task:
     apps = d.get("related_apps", [])
     if not isinstance(apps, list) or not all(isinstance(a, str) for a in apps):
         raise _fail(where, "'related_apps' must be a list of strings")
-    ev = _check_evaluator(d.get("evaluator"), where)
+    ev = _check_evaluator(d.get("evaluator"), where) if judged else None
     return Task(tid, snapshot, instruction, source, steps, trajectory, tuple(apps), ev, "", _freeze(dict(d)))
+
+
+def workspace_task(d: Mapping[str, Any]) -> dict:
+    """The task dict as its workspace gets it: without the evaluator (the judge keeps its rules, expected values
+    and getters), and of the host's downloads only the ones its config and postconfig steps download, never a
+    `cloud_file` expected file."""
+    from .downloads import step_urls
+
+    out = {k: _thaw(v) for k, v in d.items() if k not in ("evaluator", "bunshin_downloads")}
+    staged = set(step_urls(d))
+    downloads = {u: sha for u, sha in (d.get("bunshin_downloads") or {}).items() if u in staged}
+    if downloads:
+        out["bunshin_downloads"] = downloads
+    return out
 
 
 def load_task(path: str | os.PathLike) -> Task:
@@ -353,12 +372,14 @@ _OPENERS = {
 
 
 def task_file(name: str) -> Path:
-    """A file shipped for tasks (envs/osworld/task_files/<name>); raises TaskConfigError if absent."""
-    p = TASK_FILES_DIR / name
-    if not p.exists():
-        raise TaskConfigError(f"task file {name!r} not found under {TASK_FILES_DIR}; tasks run without internet, "
-                              "so every downloaded/uploaded file must be shipped there")
-    return p
+    """A file shipped for tasks: envs/osworld/task_files/<name> (given to the agent), else, for the judge,
+    judge_files/<name> (expected files; not in workspaces). Raises TaskConfigError if absent."""
+    for folder in (TASK_FILES_DIR, JUDGE_FILES_DIR):
+        if (folder / name).exists():
+            return folder / name
+    raise TaskConfigError(f"task file {name!r} not found under {TASK_FILES_DIR} (or, for the judge, "
+                          f"{JUDGE_FILES_DIR}); tasks run without internet, so every downloaded/uploaded file must "
+                          "be shipped there")
 
 
 def url_to_task_file(url: str) -> Path:
@@ -368,14 +389,17 @@ def url_to_task_file(url: str) -> Path:
 
 
 def downloaded_file(url: str, downloads: Mapping[str, str]) -> Path:
-    """The file a task's URL names, inside the workspace: what the host downloaded and staged for it
-    (`downloads`: url → sha256, see downloads.py), else the shipped task file of that name."""
-    from .downloads import STAGING_DIR
+    """The file a task's URL names: what the host downloaded for it (`downloads`: url → sha256, see
+    downloads.py) — staged in the workspace, or in the host's cache for the judge — else the shipped file of
+    that name."""
+    from .downloads import STAGING_DIR, cache_dir
 
     sha = downloads.get(url)
     if sha is None:
         return url_to_task_file(url)
     p = Path(STAGING_DIR) / sha
+    if not p.is_file() and (cache_dir() / "files" / sha).is_file():
+        p = cache_dir() / "files" / sha
     if not p.is_file():
         raise TaskConfigError(f"the download of {url} (sha256 {sha[:12]}…) was not staged at {p}: the host copies "
                               "a task's downloads into its workspace before reset (EnvAdapter.host_files)")

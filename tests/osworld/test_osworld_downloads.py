@@ -101,8 +101,11 @@ def test_the_downloaded_bytes_are_part_of_the_tasks_identity(files, tmp_path, mo
     first = adapter.load_task(task_config=cfg)
     assert set(first.config["bunshin_downloads"]) == {files.base + "/in.txt", files.base + "/exp.txt"}
     staged = adapter.host_files(first)
-    assert sorted(p.read_bytes() for p in staged.values()) == [b"expected", b"one"]
+    # only what the task gives the agent enters its workspace; the expected file stays with the judge
+    assert sorted(p.read_bytes() for p in staged.values()) == [b"one"]
     assert all(k.startswith(downloads.STAGING_DIR + "/") for k in staged)
+    from envs.osworld.tasks import downloaded_file
+    assert downloaded_file(files.base + "/exp.txt", first.config["bunshin_downloads"]).read_bytes() == b"expected"
     # the same URL with other bytes (a new cache): another task digest, so no snapshot or cached step is shared
     monkeypatch.setenv("BUNSHIN_OSWORLD_CACHE", str(tmp_path / "other-cache"))
     files.files["/in.txt"] = b"two"

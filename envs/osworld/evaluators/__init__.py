@@ -1,5 +1,9 @@
 """Judging OSWorld tasks: `evaluate(task, session)` runs the evaluator's postconfig, its getters and metrics.
 
+Where it runs: in the judge's process, never inside a workspace (envs/osworld/judge.py). The getters that read
+the desktop's state run where the desktop is and hand their values out as data (`collect`); the judge's own
+getters (JUDGE_GETTERS: rules, expected files) and every metric run here.
+
 Semantics (as OSWorld's DesktopEnv.evaluate):
   * func "infeasible": 1.0 iff the agent's last action was FAIL, else 0.0 (and a FAIL on a feasible task
     scores 0.0).
@@ -14,7 +18,7 @@ Semantics (as OSWorld's DesktopEnv.evaluate):
 from __future__ import annotations
 
 
-from ..errors import EvaluatorError, OSWorldError
+from ..errors import EvaluatorError, OSWorldError, StateUnavailable
 from . import getters, metrics
 # modules by application family; importing them registers their metrics and getters
 from . import browser_pages, browser_profile, documents, files, images, mail, media, slides  # noqa: F401
@@ -22,17 +26,27 @@ from .getters import GETTERS, get_value
 from .metrics import METRICS
 from ..tasks import _thaw  # one JSON thaw for tasks and evaluators
 
-__all__ = ["evaluate", "GETTERS", "METRICS", "getters", "metrics"]
+__all__ = ["evaluate", "GETTERS", "JUDGE_GETTERS", "METRICS", "getters", "metrics"]
 
 
-def evaluate(task, session, last_action: str | None = None, *, details: list | None = None) -> float:
+#: getters that read only the task's own config (and the host's download cache): the judge runs them itself and
+#: nothing of them enters a workspace; every other getter reads the desktop's state where it lives
+JUDGE_GETTERS = frozenset({"rule", "cloud_file", "rule_relativeTime", "time_diff_range"})
+
+
+def evaluate(task, session, last_action: str | None = None, *, details: list | None = None,
+             collect=None, postconfig=None) -> float:
     """Score the desktop's current state for `task`.
 
     Args:
         task: an envs.osworld.tasks.Task.
-        session: a started DesktopSession holding the end state.
+        session: a started DesktopSession holding the end state, in this process; or, when the desktop is in a
+            workspace, an object with the attributes the JUDGE_GETTERS read (`run_dir`, `downloads`).
         last_action: the agent's last action kind ("FAIL", "DONE", ...) — for infeasible tasks.
         details: optional list that receives one dict per metric {func, score, error}.
+        collect: `collect(getter_config) -> value` runs a state getter where the desktop is (default: on
+            `session`); raising StateUnavailable means the state could not be read (not a score).
+        postconfig: `postconfig(steps)` runs the evaluator's postconfig steps there (default: on `session`).
 
     Returns:
         float in [0, 1].
@@ -44,8 +58,15 @@ def evaluate(task, session, last_action: str | None = None, *, details: list | N
         return 1.0 if last_action == "FAIL" else 0.0
     if last_action == "FAIL":
         return 0.0
+    collect = collect or (lambda config: get_value(session, config))
     if ev.postconfig:
-        run_config(session, ev.postconfig)
+        (postconfig or (lambda steps: run_config(session, steps)))(ev.postconfig)
+
+    def value(config):
+        if config is None:
+            return None
+        return get_value(session, config) if config.get("type") in JUDGE_GETTERS else collect(config)
+
     scores: list[float] = []
     for i, func in enumerate(ev.funcs):
         fn = METRICS.get(func)
@@ -53,14 +74,14 @@ def evaluate(task, session, last_action: str | None = None, *, details: list | N
             raise EvaluatorError(f"task {task.id}: unknown metric {func!r}")
         err = ""
         try:
-            result = get_value(session, ev.results[i])
+            result = value(ev.results[i])
             options = {k: _thaw(v) for k, v in (ev.options[i] or {}).items()}
             if ev.expected[i] is not None:
-                expected = get_value(session, ev.expected[i])
+                expected = value(ev.expected[i])
                 score = float(fn(_thaw(result), _thaw(expected), **options))
             else:
                 score = float(fn(_thaw(result), **options))
-        except EvaluatorError:
+        except (EvaluatorError, StateUnavailable):
             raise
         except OSWorldError as e:  # e.g. a shipped file missing: a task error
             raise EvaluatorError(f"task {task.id}: {func}: {e}") from e
