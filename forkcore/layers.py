@@ -5,6 +5,7 @@ modified afterwards (overlayfs requires lower layers not to change while mounted
 """
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import os
 import re
@@ -134,12 +135,30 @@ def system_layer() -> Path:
     return _publish(build, f"system-{_etc_digest()}")
 
 
+#: a file naming, one glob a line relative to its folder ("name/" for a folder), what of that folder never
+#: enters the code layer: what only the host runs or reads (an env's judge, its expected files, task sources)
+WORKSPACE_EXCLUDE = ".workspace-exclude"
+
+
+def _excluded(folder: str) -> tuple[list[str], list[str]]:
+    """The (folder, file) globs `folder`'s WORKSPACE_EXCLUDE names."""
+    try:
+        lines = Path(folder, WORKSPACE_EXCLUDE).read_text().splitlines()
+    except FileNotFoundError:
+        return [], []
+    globs = [ln.strip() for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
+    return [g.rstrip("/") for g in globs if g.endswith("/")], [g for g in globs if not g.endswith("/")]
+
+
 def _code_files(repo_root: Path):
     for pkg in CODE_PACKAGES:
         for dirpath, dirnames, filenames in os.walk(repo_root / pkg):
-            dirnames[:] = sorted(n for n in dirnames if n not in ("__pycache__", "build", ".pytest_cache"))
+            no_dirs, no_files = _excluded(dirpath)
+            dirnames[:] = sorted(n for n in dirnames if n not in ("__pycache__", "build", ".pytest_cache")
+                                 and not any(fnmatch.fnmatch(n, g) for g in no_dirs))
             for f in sorted(filenames):
-                if not f.endswith((".pyc", ".pyo")):
+                if (not f.endswith((".pyc", ".pyo")) and f != WORKSPACE_EXCLUDE
+                        and not any(fnmatch.fnmatch(f, g) for g in no_files)):
                     yield Path(dirpath, f)
 
 

@@ -3,7 +3,8 @@ action spaces, task files, evaluators and ~30 shipped tasks with oracle trajecto
 
 Nothing starts on import. Layout: desktop.py (services, session, observation), a11y.py (AT-SPI → XML),
 actions.py (pyautogui / computer_13), tasks.py (schema + config steps), evaluators/ (getters, metrics,
-evaluate), harness.py (reset → config → actions → evaluate), tasks/*.json, oracles/*.json, task_files/.
+evaluate), judge.py (the judge outside the workspace), harness.py (reset → config → actions → evaluate),
+tasks/*.json, oracles/*.json, task_files/ (given to the agent), judge_files/ (never in a workspace).
 """
 
 from .actions import ACTION_SPACES, Action, ActionError, ActionResult, execute, parse_action, to_pyautogui
