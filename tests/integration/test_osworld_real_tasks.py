@@ -16,7 +16,9 @@ import pytest
 import bunshin_gym  # noqa: F401 - registers the envs
 
 pytestmark = [pytest.mark.criu, pytest.mark.desktop]
-EXAMPLES = os.environ.get("BUNSHIN_OSWORLD_EXAMPLES", "")
+#: OSWorld's os-domain task files: $BUNSHIN_OSWORLD_EXAMPLES, else those of ../shared/osworld beside the checkout
+SHARED_OS = Path(__file__).resolve().parents[3] / "shared/osworld/evaluation_examples/examples/os"
+EXAMPLES = os.environ.get("BUNSHIN_OSWORLD_EXAMPLES", "") or (str(SHARED_OS) if SHARED_OS.is_dir() else "")
 
 
 def _sh(cmd: str) -> str:
@@ -47,8 +49,8 @@ CASES = {
 
 def _task_file(task_id: str) -> Path:
     if not EXAMPLES:
-        pytest.skip("set BUNSHIN_OSWORLD_EXAMPLES to OSWorld's evaluation_examples/examples/os directory "
-                    "(its task files are not committed here)")
+        pytest.skip(f"OSWorld's task files are not at {SHARED_OS}: set BUNSHIN_OSWORLD_EXAMPLES to OSWorld's "
+                    "evaluation_examples/examples/os directory (they are not committed here)")
     path = Path(EXAMPLES) / f"{task_id}.json"
     if not path.is_file():
         pytest.fail(f"{path} is missing: BUNSHIN_OSWORLD_EXAMPLES must hold OSWorld's os-domain task files")

@@ -36,13 +36,15 @@ def clean_desktop(desktop):
 @pytest.fixture(scope="session")
 def osworld_examples():
     """OSWorld's task JSONs by domain (`<dir>/chrome/<id>.json`, ...): BUNSHIN_OSWORLD_EXAMPLES names OSWorld's
-    evaluation_examples folder (or its examples/ folder); they are not part of this repository."""
+    evaluation_examples folder (or its examples/ folder), else those of ../shared/osworld beside the checkout;
+    they are not part of this repository."""
     import os
     from pathlib import Path
 
-    root = Path(os.environ.get("BUNSHIN_OSWORLD_EXAMPLES", "/nonexistent"))
+    shared = Path(__file__).resolve().parents[3] / "shared/osworld/evaluation_examples"
+    root = Path(os.environ.get("BUNSHIN_OSWORLD_EXAMPLES", "") or shared)
     for d in (root / "examples", root):
         if (d / "chrome").is_dir():
             return d
-    pytest.skip("set BUNSHIN_OSWORLD_EXAMPLES to OSWorld's evaluation_examples folder (its task files are not "
-                "committed here)")
+    pytest.skip(f"OSWorld's task files are not at {shared}: set BUNSHIN_OSWORLD_EXAMPLES to OSWorld's "
+                "evaluation_examples folder (they are not committed here)")
