@@ -12,8 +12,9 @@ import signal
 import threading
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import Iterable, Sequence
 
+from .accounting import proc_stat
 from .errors import KernelFeatureMissing
 
 log = logging.getLogger("forkcore")
@@ -24,25 +25,69 @@ _V2_CANDIDATES = (Path("/sys/fs/cgroup/unified"), Path("/sys/fs/cgroup"))
 PTY_RULES = ("c 5:2 rwm", "c 136:* rwm")
 
 
-def reap(pid: int, deadline: float) -> None:
-    """Reap child `pid` (no-op if it is not this process's child), polling until `deadline` (monotonic); one
-    not reapable by then is waited for on a daemon thread, so it is still reaped, never left a zombie. The init
-    of a pid namespace is the slow case: it leaves its cgroup before it has waited for the rest of its
-    namespace, then becomes reapable, seconds later on a loaded machine."""
-    def wait() -> None:
-        try:
-            os.waitpid(pid, 0)
-        except ChildProcessError:
-            pass
+#: how long a killed process that is not (yet) this process's child is watched for its adoption before it is left
+#: to its parent: minutes, where its adoption takes milliseconds (a CRIU or stage 0 exiting after it)
+ADOPTION_WATCH_S = 600.0
 
-    try:
-        while not os.waitpid(pid, os.WNOHANG)[0]:
-            if time.monotonic() > deadline:
-                threading.Thread(target=wait, name=f"reap-{pid}", daemon=True).start()
-                return
-            time.sleep(0.005)
-    except ChildProcessError:
-        pass
+
+def start_times(pids: Iterable[int]) -> dict[int, str]:
+    """{pid: start time (field 22 of its stat)} of those of `pids` that exist, zombies included: a pid and its
+    start time name one process even once the pid is reused (pid_max may be only 32768)."""
+    out = {}
+    for pid in pids:
+        if (stat := proc_stat(pid)) is not None:
+            out[pid] = stat[1][19]
+    return out
+
+
+def _settle(procs: dict[int, str]) -> None:
+    """Drop from `procs` every process that is gone (reaped by its parent, or its pid reused), reaping those that
+    are this process's exited children."""
+    for pid, started in list(procs.items()):
+        stat = proc_stat(pid)
+        if stat is None or stat[1][19] != started:
+            del procs[pid]
+            continue
+        try:
+            if os.waitpid(pid, os.WNOHANG)[0]:
+                del procs[pid]
+        except ChildProcessError:
+            pass  # not this process's child (yet): it is adopted if its parent exits first
+
+
+def reap(pid: int, deadline: float) -> None:
+    """`reap_all` of one pid."""
+    reap_all(start_times([pid]), deadline)
+
+
+def reap_all(procs: dict[int, str], deadline: float) -> None:
+    """Reap the killed processes `procs` ({pid: start time}, `start_times`) as they exit, polling until `deadline`
+    (monotonic); those not gone by then are watched on a daemon thread, so none is left a zombie. A process
+    that is not this process's child is reaped if it becomes one: this process is a child subreaper (every
+    process that runs workspaces is), and adopts what a dying parent leaves; a restored clone's init is CRIU's
+    child until CRIU exits, a dead host's stage 0 is that host's (a soak's kill_host left such an init, killed
+    by gc before its CRIU exited, a zombie). The init of a pid namespace is the slow case: it leaves its
+    cgroup before it has waited for the rest of its namespace, then becomes reapable, seconds later on a loaded
+    machine."""
+    procs = dict(procs)
+    while True:
+        _settle(procs)
+        if not procs:
+            return
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.005)
+
+    def watch() -> None:
+        until = time.monotonic() + ADOPTION_WATCH_S
+        while procs and time.monotonic() < until:
+            time.sleep(0.05)
+            _settle(procs)
+        if procs:
+            log.warning("killed processes %s outlived %.0f s, never this process's to reap", sorted(procs),
+                        ADOPTION_WATCH_S)
+
+    threading.Thread(target=watch, name=f"reap-{min(procs)}", daemon=True).start()
 
 
 def _v2_root() -> Path | None:
@@ -197,25 +242,24 @@ class WorkspaceCgroups:
         """SIGKILL every process in the cgroup (thawed first: a frozen task cannot die), wait until it is empty
         and reap those that were children of this process. Reaches what a half-finished CRIU restore left,
         whatever namespaces those processes are in."""
-        killed = set(self.pids())  # before the thaw: a SIGKILL already pending ends them at once
+        killed = start_times(self.pids())  # before the thaw: a SIGKILL already pending ends them at once
         try:
             self.thaw()
         except (OSError, TimeoutError):
             pass
         deadline = time.monotonic() + timeout
         while (pids := self.pids()) and time.monotonic() < deadline:
+            killed.update(start_times(p for p in pids if p not in killed))
             for pid in pids:
                 try:
                     os.kill(pid, signal.SIGKILL)
-                    killed.add(pid)
                 except ProcessLookupError:
                     pass
             time.sleep(0.02)
-        # Those that were this process's children (adopted as a subreaper) leave no zombie; a task leaves the
-        # cgroup before it is a zombie, so wait a little for each.
-        reap_deadline = time.monotonic() + 2
-        for pid in killed:
-            reap(pid, reap_deadline)
+        # Those that were or become this process's children (adopted as a subreaper: a CRIU killed here leaves it
+        # the tasks it was restoring) leave no zombie; a task leaves the cgroup before it is a zombie, so wait a
+        # little for them.
+        reap_all(killed, time.monotonic() + 2)
 
     def freeze(self) -> None:
         self._set(True)

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from . import criu, memfile, paths
-from .cgroups import WorkspaceCgroups, reap
+from .cgroups import WorkspaceCgroups, reap_all, start_times
 
 # PID 1 exits only after every task of its namespace is gone: a browser's tree on a loaded machine takes seconds.
 INIT_EXIT_WAIT_S = 20.0
@@ -57,17 +57,18 @@ def collect() -> list[str]:
                 continue
             if _alive(d / "init.pid"):
                 pid = int((d / "init.pid").read_text())
+                # Its processes are this process's to reap once their owner is gone (a child subreaper adopts what
+                # a dying parent leaves): the init, and what the owner had started, as a source's stage 0 (the
+                # init's parent, which exits once the init has); a clone's init is adopted only when the CRIU that
+                # restored it exits, maybe after this kill. Each is reaped as it exits, by a daemon thread after
+                # the deadline, never left a zombie.
+                members = start_times([pid, *WorkspaceCgroups(d.name, create=False).pids()])
                 try:
                     os.kill(pid, signal.SIGKILL)  # PID 1 of the workspace's namespace: takes all of it down
                     log.append(f"killed orphaned workspace {d.name} (init {pid})")
                 except ProcessLookupError:
                     pass
-                # Adopted by this process (a subreaper) when its owner died: reaped now, or by a daemon thread
-                # when it exits later, never left a zombie; one that is not ours is waited for up to the deadline.
-                deadline = time.monotonic() + INIT_EXIT_WAIT_S
-                reap(pid, deadline)
-                while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
-                    time.sleep(0.01)
+                reap_all(members, time.monotonic() + INIT_EXIT_WAIT_S)
             _kill_cgroup(d.name, log)  # a frozen (standby) clone ignores SIGKILL until thawed
             for m in _mounted_under(d):
                 libc.umount2(m.encode(), 2)

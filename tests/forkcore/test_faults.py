@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -235,3 +237,82 @@ def test_a_namespace_init_that_dies_after_the_reap_deadline_is_still_reaped():
         for cg in (killed, frozen):
             cg.kill_all()
             cg.remove()
+
+
+_HOST = """
+from forkcore import Workspace
+from forkcore.probe import probe_spec
+source = Workspace.start(probe_spec("fchost", hold_mb=32))  # a started workspace: its stage 0 is this host's child
+snap = source.snapshot()
+print("live", flush=True)
+clones = []
+while True:  # restores back to back, so that the host dies in the middle of one
+    clones.append(snap.fork(1, backend="private")[0])
+    if len(clones) > 2:
+        clones.pop(0).destroy()
+"""
+
+
+def _stop_criu_with_its_clone_restored(host: int) -> int:
+    """Stop (SIGSTOP) `host`'s next `criu restore` once it has written the clone's pidfile, while the clone's init
+    is still its child (before CRIU exits and the init is reparented). Returns CRIU's pid."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        for d in os.listdir("/proc"):
+            stat = proc_stat(d) if d.isdigit() else None
+            try:
+                args = open(f"/proc/{d}/cmdline").read().split("\0") if stat and stat[1][1] == str(host) else []
+            except OSError:
+                continue
+            if "restore" not in args or "--pidfile" not in args:
+                continue
+            pid, pidfile = int(d), args[args.index("--pidfile") + 1]
+            while not os.path.exists(pidfile) and proc_stat(pid) is not None:
+                time.sleep(0.0002)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+            with contextlib.suppress(OSError, ValueError):
+                init = proc_stat(int(open(pidfile).read()))
+                if init is not None and init[1][1] == str(pid):
+                    return pid
+            with contextlib.suppress(ProcessLookupError):  # too late: CRIU had exited; wait for the next restore
+                os.kill(pid, signal.SIGCONT)
+        time.sleep(0.002)
+    raise AssertionError("never caught a restore between its pidfile and CRIU's exit")
+
+
+def test_a_host_killed_while_its_clone_is_restored_leaves_nothing_after_gc():
+    """A Bunshin host process SIGKILLed with a started workspace and a clone half restored (the soak's kill_host,
+    issue 55): its processes are adopted by this process, their nearest child subreaper, and gc must kill and
+    reap them all. The clone's init is CRIU's child until CRIU exits, so it is adopted only after gc killed it:
+    CRIU is held stopped just after writing the clone's pidfile, as a loaded machine delays it, and goes on 1 s
+    into gc. Then the soak's leak census reads what it read before the host started."""
+    import subprocess
+    import sys
+
+    from benchmarks.soak_bench import _census, _settled_census
+    from forkcore import gc
+    from forkcore.workspace import _set_subreaper
+
+    _set_subreaper()  # as every process that runs workspaces is
+    before, before_pids = _census()
+    repo = Path(__file__).resolve().parents[2]
+    host = subprocess.Popen([sys.executable, "-c", _HOST], stdout=subprocess.PIPE, text=True, cwd=repo,
+                            env={**os.environ, "PYTHONPATH": str(repo)})
+    try:
+        assert host.stdout.readline().strip() == "live"
+        criu_pid = _stop_criu_with_its_clone_restored(host.pid)
+    finally:
+        host.kill()
+        host.wait()
+        host.stdout.close()
+    def resume() -> None:
+        with contextlib.suppress(ProcessLookupError):  # gc may have killed it first
+            os.kill(criu_pid, signal.SIGCONT)
+
+    resumer = threading.Timer(1.0, resume)
+    resumer.start()
+    gc.collect()
+    resumer.join()
+    after, after_pids = _settled_census(before)
+    assert after == before, {pid: what for pid, what in after_pids.items() if pid not in before_pids}
