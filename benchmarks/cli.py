@@ -132,14 +132,28 @@ def bench_soak(envs: int = typer.Option(8, help="envs running at once (both kind
                minutes: float = typer.Option(30.0, help="how long"),
                fault_every_s: float = typer.Option(50.0, help="one injected fault every this many seconds"),
                max_steps: int = typer.Option(6, help="steps per episode"),
-               out: Path = typer.Option(Path("bench-out/soak"), help="output directory")) -> None:
-    """Long run of both envs with faults injected, then a count of what leaked → OUT/soak.json + OUT/soak.png."""
+               out: Path = typer.Option(Path("bench-out/soak"), help="output directory"),
+               last_fault: Optional[str] = typer.Option(
+                   None, help="inject this fault (kill_process, kill_criu_dump, kill_criu_restore, corrupt_snapshot, "
+                              "kill_host, state_dir_full) once more in the last 10 s, just before the leak count")) -> None:
+    """Long run of both envs with faults injected, then a count of what leaked → OUT/soak.json + OUT/soak.png.
+
+    --last-fault KIND ends the regular faults 10 s early and injects KIND in those last 10 s, so that the census
+    follows it closely. Host memory is reported at the start, at the end (envs closed, runtime released, gc run)
+    and after release (this process's free heap also handed back): a leak stays in the last, a full cache not."""
     from benchmarks.soak_bench import Args, run
 
-    r = run(Args(envs=envs, minutes=minutes, fault_every_s=fault_every_s, max_steps=max_steps, out=str(out)))
+    try:
+        a = Args(envs=envs, minutes=minutes, fault_every_s=fault_every_s, max_steps=max_steps, out=str(out),
+                 last_fault=last_fault)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--last-fault") from None
+    r = run(a)
     typer.echo(f"{r['episodes']} episodes, {r['steps']} steps, {r['forks']} forks; faults {r['faults_injected']}")
     typer.echo(f"errors by type: {r['errors_by_type']}")
-    typer.echo(f"leaked: {r['leaked']}; host memory {r['host_mb_start']} -> {r['host_mb_end']} MB; this process "
+    typer.echo(f"leaked: {r['leaked']} {r['leaked_processes'] or ''}")
+    typer.echo(f"host memory {r['host_mb_start']} -> {r['host_mb_end']} MB at the end, {r['host_mb_after_release']} MB "
+               f"once this process released its results ({r['results_mb_end']} MB of them); this process "
                f"{r['self_rss_mb_per_min_second_half']} MB/min over the second half")
     typer.echo(f"wrote {out / 'soak.json'} and {out / 'soak.png'}")
 

@@ -16,12 +16,28 @@ injects one fault every `fault_every_s`, in turn:
                    soak's own state dir is the machine's disk, which it must not fill): the snapshot must fail
                    with a clear SnapshotError, the workspace answer and no partial snapshot stay
 
+With `last_fault` (`--last-fault KIND`), the regular faults end `LAST_FAULT_S` before the end and KIND is injected
+once more within that last stretch, so that the census follows it closely (a kill_host there once left a zombie:
+the half-restored clone's init, adopted by the soak only when its CRIU exited, after gc's kill).
+
 Every exception and every step error is counted by type. At the end every env is closed, the runtime released
 and gc run, and what outlived it all is counted against the start: processes, mounts, pid namespaces, cgroups,
 this process's fds, state dirs, memfiles. Writes OUT/soak.json = {"envs", "minutes", "episodes", "steps",
-"forks", "errors_by_type", "faults_injected", "leaked": {...}, "leaked_processes", "host_mb_start", "host_mb_end",
+"forks", "errors_by_type", "faults_injected", "leaked": {...}, "leaked_processes", the memory figures below,
 "self_rss_mb_per_min_second_half" (is memory flat once the caches are full?), "samples"} and OUT/soak.png
 (host memory and live workspaces over time, faults marked).
+
+Memory figures (host_mb_*: in use on the whole host as free(1) counts it, other work on the machine included):
+  host_mb_start          before the first env
+  results_mb_end         what the recorded results held when the workers stopped (the prefix trees, in this
+                         process, within $BUNSHIN_RESULT_BUDGET_MB; `results_budget_mb`)
+  host_mb_end, self_rss_mb_end
+                         after every env was closed, the runtime released (trees and results forgotten, snapshots
+                         and standbys released) and gc run; this process's heap still holds what the results freed
+                         (malloc keeps it)
+  host_mb_after_release, self_rss_mb_after_release
+                         the same once this process has collected its garbage and handed its free heap back to the
+                         system (malloc_trim): what a leak would keep, a full cache no longer
 """
 from __future__ import annotations
 
@@ -49,6 +65,8 @@ from forkcore.workspace import _LIVE
 
 ENVS = {"BunshinWebArena-v0": ("0", "40"), "BunshinOSWorld-v0": ("os-mkdir-nested", "edit-append-line")}
 FAULTS = ("kill_process", "kill_criu_dump", "kill_criu_restore", "corrupt_snapshot", "kill_host", "state_dir_full")
+#: the stretch at the end of a soak that `Args.last_fault` has to itself
+LAST_FAULT_S = 10.0
 _REPO = Path(__file__).resolve().parents[1]
 _CHILD_EPISODE = """
 import sys, time
@@ -72,6 +90,12 @@ class Args:
     sample_s: float = 5.0
     out: str = "bench-out/soak"
     seed: int = 0
+    last_fault: str | None = None
+    """one of FAULTS, injected once more in the last LAST_FAULT_S (the regular ones end before)"""
+
+    def __post_init__(self) -> None:
+        if self.last_fault is not None and self.last_fault not in FAULTS:
+            raise ValueError(f"last_fault={self.last_fault!r}: not one of {', '.join(FAULTS)}")
 
 
 class Soak:
@@ -150,20 +174,27 @@ class Soak:
     def injector(self) -> None:
         rng = random.Random(self.a.seed)
         turn = 0
-        while time.monotonic() + self.a.fault_every_s < self.deadline:
+        end = self.deadline - (LAST_FAULT_S if self.a.last_fault else 0.0)
+        while time.monotonic() + self.a.fault_every_s < end:
             if self.interrupted.wait(self.a.fault_every_s):
                 return
-            kind = FAULTS[turn % len(FAULTS)]
+            self.inject(FAULTS[turn % len(FAULTS)], rng)
             turn += 1
-            try:
-                done = getattr(self, kind)(rng)
-            except Exception as e:  # noqa: BLE001 - an injection that failed is counted, not fatal
-                self.error(f"inject:{kind}:{type(e).__name__}")
-                done = False
-            if done:
-                with self.lock:
-                    self.faults[kind] += 1
-                    self.fault_times.append((time.monotonic() - self.t0, kind))
+        if self.a.last_fault is not None:
+            # halfway into the last stretch (at once if a regular fault ran into it)
+            if not self.interrupted.wait(max(0.0, self.deadline - LAST_FAULT_S / 2 - time.monotonic())):
+                self.inject(self.a.last_fault, rng)
+
+    def inject(self, kind: str, rng: random.Random) -> None:
+        try:
+            done = getattr(self, kind)(rng)
+        except Exception as e:  # noqa: BLE001 - an injection that failed is counted, not fatal
+            self.error(f"inject:{kind}:{type(e).__name__}")
+            done = False
+        if done:
+            with self.lock:
+                self.faults[kind] += 1
+                self.fault_times.append((time.monotonic() - self.t0, kind))
 
     def kill_process(self, rng: random.Random) -> bool:
         live = [ws for ws in list(_LIVE) if not ws._destroyed and not ws._frozen]
@@ -288,6 +319,19 @@ def _malloc_free_mb() -> int | None:
     return round(mallinfo2().fordblks / 2**20)
 
 
+def _released_memory() -> tuple[int, int]:
+    """(host memory in use, this process's RSS) once this process has collected its garbage and returned its free
+    heap to the system (glibc's malloc_trim; elsewhere the garbage collection only)."""
+    import gc
+
+    gc.collect()
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+    return accounting.host_memory_used(), _self_rss()
+
+
 def rss_slope_mb_per_min(samples: list[dict], since_s: float) -> float | None:
     """Least-squares slope of this process's RSS (MB per minute) over the samples from `since_s` on."""
     pts = [(s["t_s"] / 60, s["self_rss_mb"]) for s in samples if s["t_s"] >= since_s]
@@ -392,16 +436,25 @@ def run(a: Args, progress: bool = True) -> dict:
             soak.interrupt()
     if progress:
         print(file=sys.stderr)
+    ledger = runtime().prefix_cache.results
+    results_mb_end = round(ledger.used / 2**20)
+    results_budget_mb = None if ledger.budget_bytes is None else round(ledger.budget_bytes / 2**20)
     runtime().close()
     collect()
     end, end_pids = _settled_census(start)
+    host_end, rss_end = accounting.host_memory_used(), _self_rss()
+    host_released, rss_released = _released_memory()
     result = {"envs": a.envs, "minutes": a.minutes, "interrupted": soak.interrupted.is_set(),
               "episodes": soak.counts["episodes"], "steps": soak.counts["steps"],
               "forks": soak.counts["forks"], "errors_by_type": dict(soak.errors),
               "faults_injected": dict(soak.faults), "fault_times": soak.fault_times,
               "leaked": {k: end[k] - start[k] for k in start}, "census_start": start, "census_end": end,
               "leaked_processes": {pid: d for pid, d in end_pids.items() if pid not in start_pids},
-              "host_mb_start": round(host_start / 2**20), "host_mb_end": round(accounting.host_memory_used() / 2**20),
+              "host_mb_start": round(host_start / 2**20), "results_mb_end": results_mb_end,
+              "results_budget_mb": results_budget_mb,
+              "host_mb_end": round(host_end / 2**20), "self_rss_mb_end": round(rss_end / 2**20),
+              "host_mb_after_release": round(host_released / 2**20),
+              "self_rss_mb_after_release": round(rss_released / 2**20),
               "self_rss_mb_per_min_second_half": rss_slope_mb_per_min(soak.samples, a.minutes * 30),
               "samples": soak.samples, "args": asdict(a)}
     (out / "soak.json").write_text(json.dumps(result, indent=1))
