@@ -17,8 +17,9 @@ injects one fault every `fault_every_s`, in turn:
                    with a clear SnapshotError, the workspace answer and no partial snapshot stay
 
 With `last_fault` (`--last-fault KIND`), the regular faults end `LAST_FAULT_S` before the end and KIND is injected
-once more within that last stretch, so that the census follows it closely (a kill_host there once left a zombie:
-the half-restored clone's init, adopted by the soak only when its CRIU exited, after gc's kill).
+once more within that last stretch (or right after a regular fault that ran into it), so that the census follows
+it closely (a kill_host there once left a zombie: the half-restored clone's init, adopted by the soak only when
+its CRIU exited, after gc's kill).
 
 Every exception and every step error is counted by type. At the end every env is closed, the runtime released
 and gc run, and what outlived it all is counted against the start: processes, mounts, pid namespaces, cgroups,
