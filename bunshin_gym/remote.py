@@ -183,9 +183,12 @@ class RemoteEnv(gym.Env):
     def _call(self, fn, *args, **kwargs):
         if self._client is None:
             raise gym.error.ClosedEnvironmentError("the env is closed")
+        from websockets.exceptions import ConnectionClosed
+
         try:
             return fn(*args, **kwargs)
-        except (RuntimeError, ConnectionError, TimeoutError) as e:  # the client's "Server error: ..."
+        except (RuntimeError, ConnectionError, TimeoutError, ConnectionClosed) as e:  # "Server error: ...", or
+            # the server closed the connection with its reason (capacity, a reaped session)
             raise RemoteError(f"{self.url} session {self.session_id}: {e}") from e
 
     def _result(self, result):

@@ -5,7 +5,9 @@ limit, the idle-session reaper, the reset/step/state/close messages and their er
 `/schema`, `/metadata` and `/mcp` routes, so an unmodified OpenEnv client (`GenericEnvClient(url).sync()`)
 drives a Bunshin env. Actions are `{"action": "<the env's action string>"}`; an observation carries the env's
 observation keys (screenshots as base64 PNG, text as text) plus `info` (the env's info dict with
-`terminated` and `truncated`); `reset` takes `task_id`, `task_config` (a dict) and `seed`.
+`terminated` and `truncated`); `reset` takes `task_id`, `task_config` (a dict), `seed` and `observation`,
+this session's observation options (`ObservationOptions`: leave the screenshot out or downscale it, bound each
+text), kept until a later reset changes them.
 
 Added on the same FastAPI app (OpenEnv has no fork, and its sessions are not addressable):
     POST   /sessions/{id}/fork         {"n": N} -> {"sessions": [N new session ids]} at the live state
@@ -20,7 +22,13 @@ A client learns its own session id from `state()` (`session_id`).
 Failures stay in their session: a workspace that crashes mid-step gives the step's error (in `info` or as
 an EXECUTION_ERROR answer, as in-process), the session can reset and go on, and other sessions and the server
 never notice. Closing a connection ends its session and destroys its workspace; so does idling past
-`--idle-timeout`.
+`--idle-timeout`. An ended session refuses any further message with the reason it ended (a reaped session's
+connection is closed with that reason too), so nothing can start a workspace outside the session table.
+
+Refusals carry their reason to OpenEnv's client: a connection past `--max-sessions` is accepted and closed at
+once with code 1013 (try again later) and the reason (`ConnectionClosed` names it), instead of openenv's
+bare 1000; an unknown or busy session at `/sessions/{id}/ws` is refused at the handshake (HTTP 404 / 409 with
+the reason in the body).
 
 Why OpenEnv's production mode: its HTTP `/reset`, `/step` and `/state` are stateless (an env is made and
 closed per request), which for a workspace would cold-start a browser or desktop per call and lose it; the
@@ -62,11 +70,74 @@ from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.requests import HTTPConnection
 from starlette.responses import JSONResponse
 
-__all__ = ["BunshinAction", "BunshinServer", "ServerProcess", "create_app", "observation_model", "serve"]
+__all__ = ["BunshinAction", "BunshinServer", "ObservationOptions", "ServerProcess", "SessionEnded", "create_app",
+           "observation_model", "serve"]
 
 #: the session a `/sessions/{id}/ws` connection continues (None: `/ws` makes a new one)
 _ATTACH: contextvars.ContextVar[str | None] = contextvars.ContextVar("bunshin_attach", default=None)
+#: the WebSocket a session being created belongs to (its connection is closed with the reason if it is reaped)
+_SOCKET: contextvars.ContextVar[WebSocket | None] = contextvars.ContextVar("bunshin_socket", default=None)
 MAX_FORK = 64
+#: a WebSocket close reason is at most 123 bytes (RFC 6455: 125 minus the code)
+_REASON_BYTES = 123
+
+
+@dataclasses.dataclass(frozen=True)
+class ObservationOptions:
+    """What one session's observations carry (reset's `observation` argument; the default: everything).
+
+    Attributes:
+        screenshot: "png" (base64 PNG, the env's size) or "none" (the key is sent as "": ~190 KB less per
+            WebArena step).
+        screenshot_scale: with "png", the factor the image is downscaled by first (0 < s <= 1).
+        max_text_chars: each text (and each item of a text list) cut to this many characters, saying so at the
+            end (`clip_text`); None: as the env gives them.
+    """
+
+    screenshot: str = "png"
+    screenshot_scale: float = 1.0
+    max_text_chars: int | None = None
+
+    @classmethod
+    def parse(cls, value: Any) -> ObservationOptions:
+        if value is None:
+            return cls()
+        if not isinstance(value, dict) or set(value) - {"screenshot", "screenshot_scale", "max_text_chars"}:
+            raise ValueError(f"reset: observation={value!r}: expected an object with screenshot (\"png\" or "
+                             "\"none\"), screenshot_scale (0 < s <= 1), max_text_chars (int >= 64 or null)")
+        opts = cls(**value)
+        if opts.screenshot not in ("png", "none"):
+            raise ValueError(f"reset: observation.screenshot={opts.screenshot!r}: expected \"png\" or \"none\"")
+        if not isinstance(opts.screenshot_scale, (int, float)) or not 0 < opts.screenshot_scale <= 1:
+            raise ValueError(f"reset: observation.screenshot_scale={opts.screenshot_scale!r}: expected 0 < s <= 1")
+        if opts.max_text_chars is not None and (not isinstance(opts.max_text_chars, int)
+                                                or opts.max_text_chars < 64):
+            raise ValueError(f"reset: observation.max_text_chars={opts.max_text_chars!r}: expected an int >= 64 "
+                             "or null")
+        return opts
+
+    def apply(self, obs: dict) -> dict:
+        """`obs` (a gym observation) shaped by these options, before encoding."""
+        from .spaces import clip_text
+
+        out: dict[str, Any] = {}
+        for key, value in obs.items():
+            if isinstance(value, np.ndarray):
+                if self.screenshot == "none":
+                    out[key] = None
+                elif self.screenshot_scale < 1:
+                    h, w = value.shape[:2]
+                    size = (max(1, round(w * self.screenshot_scale)), max(1, round(h * self.screenshot_scale)))
+                    out[key] = np.asarray(Image.fromarray(value).resize(size, Image.BILINEAR))
+                else:
+                    out[key] = value
+            elif self.max_text_chars is not None and isinstance(value, str):
+                out[key] = clip_text(value, self.max_text_chars)
+            elif self.max_text_chars is not None and isinstance(value, (tuple, list)):
+                out[key] = [clip_text(v, self.max_text_chars) if isinstance(v, str) else v for v in value]
+            else:
+                out[key] = value
+        return out
 
 
 class BunshinAction(Action):
@@ -126,7 +197,9 @@ def encode_observation(obs: dict) -> dict:
     """A gym observation as JSON values: uint8 images as base64 PNG, sequences as lists."""
     out: dict[str, Any] = {}
     for key, value in obs.items():
-        if isinstance(value, np.ndarray):
+        if value is None:  # left out by the session's ObservationOptions
+            out[key] = ""
+        elif isinstance(value, np.ndarray):
             out[key] = png_base64(value)
         elif isinstance(value, (tuple, list)):
             out[key] = list(value)
@@ -135,8 +208,17 @@ def encode_observation(obs: dict) -> dict:
     return out
 
 
+class SessionEnded(RuntimeError):
+    """A message reached a session that has ended (closed, deleted or reaped); the message says which."""
+
+
 class BunshinSession(Environment):
-    """One OpenEnv session: a Bunshin env made at the first reset (or handed over by a fork)."""
+    """One OpenEnv session: a Bunshin env made at the first reset (or handed over by a fork).
+
+    Once ended (`close()`: the connection closed, `DELETE /sessions/{id}`, the idle reaper, shutdown) it refuses
+    every message with `SessionEnded` and never makes an env again: before, a reset on a reaped session's
+    still-open connection made a new env outside the session table, never counted, listed or destroyed.
+    """
 
     SUPPORTS_CONCURRENT_SESSIONS = True
 
@@ -146,33 +228,53 @@ class BunshinSession(Environment):
         self.session_id: str | None = None
         self.env: gym.Env | None = None
         self.episode_id: str | None = None
+        self.observe = ObservationOptions()
+        self.websocket: WebSocket | None = _SOCKET.get()
+        self.ended: str | None = None  # why, once ended
+        self._lock = threading.Lock()  # ending vs making the env: one of them wins, never both
+
+    def end(self, reason: str) -> None:
+        """Refuse every later message with `reason` (the env itself is closed by `close()`)."""
+        with self._lock:
+            self.ended = self.ended or reason
+
+    def _live_env(self, make: bool) -> gym.Env:
+        with self._lock:
+            if self.ended:
+                raise SessionEnded(self.ended)
+            if self.env is None:
+                if not make:
+                    raise RuntimeError("step before reset: send reset first")
+                self.env = gym.make(self.server.env_id, **self.server.env_kwargs)
+            return self.env
 
     def reset(self, seed: int | None = None, episode_id: str | None = None, task_id: str | int | None = None,
-              task_config: dict | None = None, **unknown: Any) -> Observation:
+              task_config: dict | None = None, observation: dict | None = None, **unknown: Any) -> Observation:
         if unknown:
             raise ValueError(f"reset: unknown argument(s) {sorted(unknown)}; reset takes seed, episode_id, "
-                             f"task_id and task_config")
+                             f"task_id, task_config and observation")
         if task_config is not None and not isinstance(task_config, dict):
             raise ValueError("reset: task_config must be a task as a JSON object (a path would read the server's "
                              "files)")
-        if self.env is None:
-            self.env = gym.make(self.server.env_id, **self.server.env_kwargs)
+        observe = ObservationOptions.parse(observation) if observation is not None else self.observe
+        env = self._live_env(make=True)
         options = {k: v for k, v in (("task_id", task_id), ("task_config", task_config)) if v is not None}
-        obs, info = self.env.reset(seed=seed, options=options or None)
-        self.episode_id = episode_id
-        return self._observation(obs, info, None, False, False)
+        obs, info = env.reset(seed=seed, options=options or None)
+        self.episode_id, self.observe = episode_id, observe
+        return self._observation(obs, info, 0.0, False, False)
 
     def step(self, action: BunshinAction, timeout_s: float | None = None, **_: Any) -> Observation:
-        if self.env is None:
-            raise RuntimeError("step before reset: send reset first")
-        obs, reward, terminated, truncated, info = self.env.step(action.action)
+        env = self._live_env(make=False)
+        if env.unwrapped.episode is not None and env.unwrapped.episode.done:
+            raise gym.error.ResetNeeded("the episode has ended (terminated or truncated): send reset first")
+        obs, reward, terminated, truncated, info = env.step(action.action)
         return self._observation(obs, info, float(reward), terminated, truncated)
 
     def _observation(self, obs: dict, info: dict, reward: float | None, terminated: bool,
                      truncated: bool) -> Observation:
         info = {**info, "terminated": bool(terminated), "truncated": bool(truncated)}
-        return self.server.observation_cls(**encode_observation(obs), info=_jsonable(info), reward=reward,
-                                           done=bool(terminated or truncated))
+        return self.server.observation_cls(**encode_observation(self.observe.apply(obs)), info=_jsonable(info),
+                                           reward=reward, done=bool(terminated or truncated))
 
     @property
     def state(self) -> State:
@@ -186,9 +288,16 @@ class BunshinSession(Environment):
                                    description=f"{self.server.env_id} (Bunshin Gym): forkable web/desktop tasks")
 
     def close(self) -> None:
-        env, self.env = self.env, None
+        with self._lock:
+            self.ended = self.ended or f"session {self.session_id!r} has ended: open a new connection"
+            env, self.env = self.env, None
         if env is not None:
             env.close()
+
+
+def _clip_reason(reason: str) -> str:
+    data = reason.encode()
+    return reason if len(data) <= _REASON_BYTES else data[:_REASON_BYTES - 3].decode(errors="ignore") + "..."
 
 
 def _jsonable(value: Any) -> Any:
@@ -220,6 +329,10 @@ class BunshinServer(HTTPEnvServer):
                          concurrency_config=ConcurrencyConfig(max_concurrent_envs=max_sessions,
                                                               session_timeout=idle_timeout_s))
 
+    def capacity_reason(self) -> str:
+        return (f"server at capacity: {self.active_sessions} of {self.max_concurrent_envs} sessions in use "
+                f"(close a session, wait, or restart with a larger --max-sessions)")
+
     async def _create_session(self) -> tuple[str, Environment]:
         sid = _ATTACH.get()
         if sid is None:
@@ -233,10 +346,29 @@ class BunshinServer(HTTPEnvServer):
             if sid in self._attached:
                 raise RuntimeError(f"session {sid!r} already has a connection")
             self._attached.add(sid)
+            env.websocket = _SOCKET.get()
         return sid, env
 
-    async def _destroy_session(self, session_id: str) -> None:
+    async def _destroy_session(self, session_id: str, reason: str | None = None) -> None:
+        """End a session: it refuses every later message with the reason, its connection (if any) is closed
+        with it, and its env is closed. Called by openenv's idle reaper (no reason: told from idle time)."""
+        import time
+
         self._attached.discard(session_id)
+        session = self._sessions.get(session_id)
+        info = self._session_info.get(session_id)
+        idle_s = time.time() - info.last_activity_at if info is not None else 0.0
+        reaped = reason is None and self._session_idle_timeout_s is not None and idle_s > self._session_idle_timeout_s
+        if reaped:
+            reason = (f"session {session_id!r} was reaped after idling {idle_s:.0f} s (--idle-timeout "
+                      f"{self._session_idle_timeout_s:g} s): open a new connection and reset")
+        if isinstance(session, BunshinSession):
+            session.end(reason or f"session {session_id!r} has ended: open a new connection")
+            if reaped and session.websocket is not None:  # its client learns why at its next message
+                try:
+                    await session.websocket.close(code=4000, reason=_clip_reason(reason))
+                except RuntimeError:  # already closing
+                    pass
         await super()._destroy_session(session_id)
 
     def session(self, sid: str) -> BunshinSession:
@@ -253,6 +385,8 @@ class BunshinServer(HTTPEnvServer):
         if n > free:
             raise HTTPException(429, f"fork of {n}: only {free} of {self.max_concurrent_envs} sessions are free "
                                      f"(end some, or start the server with a larger --max-sessions)")
+        if parent.ended:
+            raise HTTPException(410, parent.ended)
         clones = await self._run_in_session_executor(sid, parent.env.fork, n)
         ids: list[str] = []
         try:
@@ -289,10 +423,19 @@ class BunshinServer(HTTPEnvServer):
         openenv_ws = route.endpoint
 
         async def ws_endpoint(websocket: WebSocket) -> None:
+            if _ATTACH.get() is None and self.active_sessions >= self.max_concurrent_envs:
+                # openenv would send its error and close with 1000 at once; a client that sends first sees only
+                # "ConnectionClosedOK 1000 (OK)". A close code and reason reach every client.
+                await websocket.accept()
+                await websocket.close(code=1013, reason=_clip_reason(self.capacity_reason()))
+                return
+            token = _SOCKET.set(websocket)
             try:
                 await openenv_ws(websocket)
             except WebSocketDisconnect:  # openenv closes a socket its client already closed (uvicorn's
                 pass                     # sans-io websockets raise there): the session has ended normally
+            finally:
+                _SOCKET.reset(token)
 
         app.add_api_websocket_route("/ws", ws_endpoint)
 
@@ -330,7 +473,7 @@ class BunshinServer(HTTPEnvServer):
         @app.delete("/sessions/{session_id}", tags=["Bunshin"])
         async def end(session_id: str) -> dict:
             self.session(session_id)
-            await self._destroy_session(session_id)
+            await self._destroy_session(session_id, f"session {session_id!r} was ended by DELETE /sessions")
             return {"ended": session_id}
 
         @app.get("/bunshin", tags=["Bunshin"])
@@ -409,7 +552,8 @@ def serve(env_id: str, env_kwargs: dict | None = None, *, host: str = "127.0.0.1
     server: BunshinServer = app.state.bunshin
 
     async def end_sessions() -> None:
-        await asyncio.gather(*(server._destroy_session(s) for s in list(server._sessions)))
+        await asyncio.gather(*(server._destroy_session(s, "the server is shutting down")
+                               for s in list(server._sessions)))
 
     app.router.on_shutdown.append(end_sessions)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
