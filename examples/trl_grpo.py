@@ -3,8 +3,7 @@
 What it does: builds a tiny Qwen2-architecture model locally (random weights, 2 layers, hidden 64; a byte-level BPE
 tokenizer trained here with `tokenizers` on text of this task, with TRL's Qwen2.5 chat template, whose
 `<tool_call>` format TRL's parser recognises), teaches it in a few dozen SFT steps to answer with a tool call
-(half the examples the right answer, half a wrong one, some a `scroll` first: a random model almost never
-writes a valid tool call), then runs GRPO: each rollout's tool calls act on a real WebArena workspace, the reward
+(half the examples the right answer, half a wrong one: a random model almost never writes a valid tool call), then runs GRPO: each rollout's tool calls act on a real WebArena workspace, the reward
 is the env's evaluator (`get_reward`), and a group's G rollouts start from the task's one snapshot.
 
 What a run proves: the trainer calls the env's tools, the rewards come from the env and differ within a
@@ -126,7 +125,9 @@ def main(args: Args) -> dict:
     adapter = adapter_for("BunshinWebArena-v0")
     oracle = adapter.oracle_actions(adapter.load_task(tasks[0]))
     right = oracle[-1][len("stop ["):-1]  # the oracle's answer
-    calls = [("stop", {"answer": right}), ("stop", {"answer": "Chloe Davis"}), ("scroll", {"direction": "down"})]
+    # two answers sharing every token up to the first word of the answer: the warm-up leaves the model ~50/50 there,
+    # so a group's samples differ and the env's evaluator scores them 1 and 0
+    calls = [("stop", {"answer": right}), ("stop", {"answer": "Chloe Davis"})]
     if args.model is None:
         from transformers.utils import get_json_schema
 
