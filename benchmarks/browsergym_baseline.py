@@ -209,6 +209,41 @@ def measure_pss(url: str, counts: list[int], timeout_s: float) -> list[dict]:
     return rows
 
 
+def grpo(url: str, group: int, steps: int, actions: int) -> dict:
+    """`bunshin bench trl`'s baseline: `steps` GRPO steps of `group` envs alive at once (as TRL pools one per
+    rollout); each step resets every env and runs `actions` scripted actions on it, rollout g>0 taking
+    `scroll(0, 720)` at action 1 + g % (actions - 1) instead. Env seconds per step summed over the rollouts
+    (TRL calls them one after another); peak PSS of this process tree with the group alive."""
+    envs = [_make_env(url, CONFIGS["tuned"]) for _ in range(group)]
+    seq = script(url)[:actions]
+    out = {"env_s_per_step": [], "pss_mb": [], "errors": []}
+    try:
+        for _ in range(steps):
+            total = 0.0
+            for g, env in enumerate(envs):
+                t0 = time.perf_counter()
+                env.reset()
+                for i, (_kind, action) in enumerate(seq):
+                    if g and i == 1 + g % max(1, actions - 1):
+                        action = "scroll(0, 720)"
+                    if callable(action):
+                        try:
+                            action = action(env)
+                        except Exception as e:  # noqa: BLE001 - the page after a detour lacks the element
+                            out["errors"].append(str(e)[:200])
+                            action = "noop()"
+                    env.step(action)
+                total += time.perf_counter() - t0
+            out["env_s_per_step"].append(round(total, 3))
+            out["pss_mb"].append(round(tree_pss(os.getpid()) / 2**20, 1))
+            print(json.dumps({"grpo_step_env_s": out["env_s_per_step"][-1], "pss_mb": out["pss_mb"][-1]}),
+                  file=sys.stderr, flush=True)
+    finally:
+        for env in envs:
+            env.close()
+    return out
+
+
 def hold(url: str) -> None:
     """One env, reset + one step, then wait (stdin) so the parent can read our PSS."""
     env = _make_env(url, CONFIGS["tuned"])
@@ -243,6 +278,9 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=2, help="rounds of the scripted action sequence")
     ap.add_argument("--env-counts", default="1,4,8", help="env counts for PSS (empty: skip)")
     ap.add_argument("--hold", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--grpo", default="", help="G1,G2,...: run grpo() for each group size instead (bench trl)")
+    ap.add_argument("--grpo-steps", type=int, default=2, help="GRPO steps per group size")
+    ap.add_argument("--grpo-actions", type=int, default=6, help="actions per rollout")
     ap.add_argument("--timeout-s", type=float, default=120.0, help="longest wait for one env process")
     ap.add_argument("--think-median-s", type=float, default=0.0, help="median pause before each reset (lognormal)")
     a = ap.parse_args()
@@ -251,6 +289,11 @@ def main() -> int:
     _wait_for(url, 60)
     if a.hold:
         hold(url)
+        return 0
+    if a.grpo:
+        res = {str(g): grpo(url, int(g), a.grpo_steps, a.grpo_actions) for g in a.grpo.split(",") if g}
+        with open(a.out, "w") as f:
+            json.dump({"grpo": res}, f)
         return 0
     import importlib.metadata as md
 

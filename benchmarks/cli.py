@@ -246,6 +246,25 @@ def bench_reset(env: str = typer.Option("webarena", help="webarena, osworld or a
     typer.echo(f"wrote {out / 'reset.json'} and {out / 'reset.png'}")
 
 
+@app.command("trl")
+def bench_trl(groups: str = typer.Option("4,8", help="group sizes G"),
+              steps: int = typer.Option(2, help="GRPO steps per group size"),
+              actions: int = typer.Option(6, help="actions per rollout"),
+              browsergym: str = typer.Option("auto", help="baseline: auto, on, off"),
+              out: Path = typer.Option(Path("bench-out/trl"), help="output directory")) -> None:
+    """Env seconds per GRPO step and peak memory, Bunshin vs BrowserGym (TRL's environment_factory pattern)
+    -> OUT/trl.json, OUT/trl.png."""
+    from benchmarks.trl_bench import Args, run
+
+    result = run(Args(groups=tuple(int(g) for g in groups.split(",") if g), steps=steps, actions=actions,
+                      browsergym=browsergym, out=str(out)))
+    for g, row in result["groups"].items():
+        typer.echo(f"G={g}: env s/step bunshin {row['bunshin']['env_s_per_step_mean']} browsergym "
+                   f"{(row['browsergym'] or {}).get('env_s_per_step_mean')} (ratio {row.get('env_time_ratio')}); "
+                   f"peak PSS MiB {row['bunshin']['pss_mb_peak']} vs {(row['browsergym'] or {}).get('pss_mb_peak')} "
+                   f"(ratio {row.get('memory_ratio')})")
+
+
 @app.command("serve")
 def bench_serve(env: str = typer.Option("webarena", help="webarena, osworld or an env id"),
                 task: Optional[str] = typer.Option(None, help="task id (default: webarena 5, osworld calc-rename-header)"),
