@@ -29,6 +29,8 @@ EXAMPLES = {
     "SB3VecEnvAdapter.from_env_id(": ("until", (".learn", "4096 PPO timesteps of WebArena steps take ~15 min; the "
                                                 "vec env and the PPO model are built for real")),
     "GenericEnvClient(": ("server", None),
+    "GRPOTrainer(": ("until", ("GRPOTrainer", "trains a real model from a hub; examples/trl_grpo.py trains a "
+                                              "tiny local one (tests/integration/test_trl.py)")),
     "Cluster(": ("until", ("Cluster", "needs Ray started on each machine; one machine's contained cluster is "
                                       "tests/integration/test_cluster.py")),
     'image_spec("shopping_final_0712"': ("until", ("image_spec", "needs WebArena's real shopping image, which "
