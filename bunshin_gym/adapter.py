@@ -1,7 +1,7 @@
 """The small interface through which an env package plugs into BunshinEnv (no env keys known here).
 
 An env package (envs/webarena, envs/osworld) implements `EnvAdapter`: the workspace to run, how a task
-is loaded, which executor calls reset/step/observe/evaluate, how a raw executor answer becomes the
+is loaded, which executor calls reset/step/observe, how its judge reads an end state from outside, how a raw executor answer becomes the
 observation dict, the canonical form of an action (the prefix-cache key) and prompt rendering for policies.
 """
 from __future__ import annotations
@@ -117,19 +117,14 @@ class EnvAdapter(abc.ABC):
         ``replay_observes_every_call`` is False) the call executes the action and waits as a step does, but
         answers only ``last_action_error``: replayed calls, whose observations nobody reads."""
 
-    def evaluate_call(self, answer: str | None) -> tuple[str, dict]:
-        """The executor call whose answer's "reward" is the end state's reward (used by the default `evaluate`:
-        an env whose judge runs inside its workspace; an env whose gold must stay out overrides `evaluate`)."""
-        raise NotImplementedError(f"{type(self).__name__} judges in `evaluate`, not through an executor call")
-
+    @abc.abstractmethod
     def evaluate(self, task: Task, answer: str | None, call) -> float:
-        """The reward of the end state the episode's workspace holds, computed in this (the env's) process.
+        """The reward of the end state the episode's workspace holds, computed in this (the env's) process: the
+        judge, its gold and the task's evaluator never enter a workspace (its agent may be root in there).
 
-        `call(method, **params)` calls the workspace's executor (what it answers is untrusted data: the agent
-        may be root in there). Raise EvaluationUnavailable when the state cannot be read (never recorded);
-        an ExecutorError from `call` means the state broke the evaluator: reward 0, recorded."""
-        method, params = self.evaluate_call(answer)
-        return float(call(method, **params)["reward"])
+        `call(method, **params)` calls the workspace's executor to read the state (what it answers is untrusted
+        data). Raise EvaluationUnavailable when the state cannot be read (never recorded); an ExecutorError
+        from `call` means the state broke the evaluator: reward 0, recorded."""
 
     def observe_call(self) -> tuple[str, dict]:
         """The executor call that observes the current state without acting (answers like a step, with

@@ -2,8 +2,8 @@
 
 Owns: starting Debian's Chromium, logging the task customer in, tabs, executing parsed actions
 (:meth:`BrowserSession.execute`) and observations (:meth:`BrowserSession.observe`: screenshot, accessibility
-tree, URL, open tabs). Does not own: action parsing (``actions.py``), task configs (``tasks.py``) or judging
-(``evaluators.py``).
+tree, URL, open tabs), and reading a page's text for the judge (:meth:`BrowserSession.page_text`). Does not own:
+action parsing (``actions.py``), task configs (``tasks.py``) or judging (``judge.py``, outside the workspace).
 
 Element ids. Before an observation every element of the page gets a ``data-bid`` attribute numbered in DOM
 (tree) order, 0 for ``<html>``. Ids are therefore a pure function of the DOM: stable while the page does not
@@ -14,8 +14,12 @@ cannot be targeted (click their parent instead). Actions find their element with
 ``[data-bid="12"]``; if the page navigated since the observation, the new page is numbered the same way first.
 
 Determinism. Screenshots are taken of the viewport with a style that hides the caret and turns off
-animations and transitions, so identical states give identical pixels. Requests to any origin other than the
-site's are aborted (the workspace has loopback only anyway).
+animations and transitions, so identical states give identical pixels.
+
+Reach. The agent's browser reaches the site and nothing else: requests to any other origin are aborted (the
+workspace has loopback only anyway), ``goto`` opens only the site's pages or ``about:blank`` (no ``file:``,
+``data:``, ``javascript:``, ``view-source:``, ``chrome:``, ``devtools:``, nor another port), and a tab that
+reaches any other URL by another way is sent back to ``about:blank`` with an error.
 """
 from __future__ import annotations
 
@@ -24,12 +28,12 @@ import io
 import json
 import threading
 import time
-from urllib.parse import urljoin, urlsplit
 
 import numpy as np
 
 from .actions import Action, parse_action
 from .errors import ActionParseError, BrowserError
+from .site_urls import on_site, origin, resolve_url
 
 CHROMIUM_PATH = "/usr/bin/chromium"
 CHROMIUM_ARGS = ("--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
@@ -68,14 +72,8 @@ _SCROLL_JS = """(dy) => { const s = document.scrollingElement || document.body;
   s.scrollTop = s.scrollTop + dy * window.innerHeight; }"""
 
 
-def _origin(url: str) -> tuple[str, str, int | None]:
-    """(scheme, host, port) with the scheme's default port filled in: http://h and http://h:80 are one origin."""
-    u = urlsplit(url)
-    try:
-        port = u.port or {"http": 80, "https": 443}.get(u.scheme)
-    except ValueError:  # a malformed port: no origin of ours
-        port = -1
-    return u.scheme, (u.hostname or ""), port
+#: where Chromium shows a navigation that failed (e.g. aborted as off-site): a tab may rest there
+_ERROR_PAGE = "chrome-error://"
 
 
 class BrowserSession:
@@ -156,11 +154,11 @@ class BrowserSession:
                                         reduced_motion="reduce", java_script_enabled=True)
         ctx.set_default_timeout(ACTION_TIMEOUT_MS)
         ctx.set_default_navigation_timeout(NAVIGATION_TIMEOUT_MS)
-        origin = _origin(self.base_url)
+        site = origin(self.base_url)
 
         def _route(route):
             url = route.request.url
-            if url.startswith(("data:", "about:", "blob:")) or _origin(url) == origin:
+            if url.startswith(("data:", "about:", "blob:")) or origin(url) == site:
                 route.continue_()
             else:
                 route.abort()
@@ -265,14 +263,34 @@ class BrowserSession:
 
     def resolve_url(self, url: str) -> str:
         """Map ``__SHOPPING__`` and site-relative URLs (``/cart``) to absolute URLs of this site."""
-        url = url.strip().replace("__SHOPPING__", self.base_url)
-        if not urlsplit(url).scheme:
-            url = urljoin(self.base_url + "/", url.lstrip("/"))
-        return url
+        return resolve_url(url, self.base_url)
 
     def goto(self, url: str) -> None:
         """Navigate the active tab to ``url`` (absolute, site-relative or with ``__SHOPPING__``)."""
         self.page.goto(self.resolve_url(url), wait_until="load")
+
+    def on_site(self, url: str) -> bool:
+        """True for a page of the site and for ``about:blank``."""
+        return on_site(url, self.base_url)
+
+    def page_text(self, url: str, locator: str = "") -> str:
+        """What WebArena's program_html reads: open a site ``url`` in a page of the context that is none of the
+        agent's tabs (same cookies), evaluate the JS ``locator`` there (empty: the page's HTML) and close it.
+        A locator that raises or finds nothing reads as ""."""
+        if not self.on_site(url):
+            raise BrowserError(f"page_text: {url!r} is not a page of the site {self.base_url}")
+        page = self.open_internal_page()
+        try:
+            page.goto(url, wait_until="load")
+            if not locator.strip():
+                return page.content()
+            try:
+                content = page.evaluate(f"() => {locator}")
+            except Exception:  # noqa: BLE001 - a missing element means the check fails
+                return ""
+            return "" if content is None else str(content)
+        finally:
+            page.close()
 
     # --- observation -------------------------------------------------------------------------------------
     def _settle(self, page) -> None:
@@ -401,7 +419,16 @@ class BrowserSession:
         except Exception as e:  # noqa: BLE001 - Playwright errors become observations
             msg = str(e).strip().splitlines()
             return f"{act.canonical()} failed: {msg[0] if msg else type(e).__name__}"
-        return ""
+        return self._leave_off_site_pages()
+
+    def _leave_off_site_pages(self) -> str:
+        """Send every tab that is not on the site back to ``about:blank`` (no action should get there; this is
+        the guard for any way we did not think of). Returns the agent's error, "" when all tabs are on the site."""
+        off = [(p, p.url) for p in self._tabs if not (self.on_site(p.url) or p.url.startswith(_ERROR_PAGE))]
+        for page, _ in off:
+            page.goto("about:blank")
+        return (f"{', '.join(url for _, url in off)}: not a page of the site; the tab was sent to about:blank"
+                if off else "")
 
     def _element(self, page, bid: str):
         self._mark(page, force=False)
@@ -436,7 +463,11 @@ class BrowserSession:
             return
         page = self.page
         if n == "goto":
-            resp = page.goto(self.resolve_url(a[0]), wait_until="load")
+            url = self.resolve_url(a[0])
+            if not self.on_site(url):
+                raise _AgentError(f"goto [{a[0]}]: only the site's pages ({self.base_url}/...) and about:blank can "
+                                  "be opened")
+            resp = page.goto(url, wait_until="load")
             if resp is None and not page.url.startswith("about:"):
                 raise _AgentError(f"goto [{a[0]}]: navigation failed")
         elif n == "go_back":

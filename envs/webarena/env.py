@@ -57,15 +57,17 @@ import numpy as np
 from gymnasium import spaces
 
 from bunshin_gym import ActionError, BunshinEnv, EnvAdapter, StepResult, Task
+from bunshin_gym.adapter import EvaluationUnavailable
 from bunshin_gym.compat import AppCheck, CompatSuite
 from bunshin_gym.spaces import any_text, clip_text, text_list
 from forkcore import ServiceSpec, WorkspaceSpec
 from forkcore.images import ImageError
 
 from .actions import is_read_only, parse_action
-from .errors import ActionParseError, TaskConfigError
+from .errors import ActionParseError, StateUnavailable, TaskConfigError
 from .handlers import DEFAULT_PORT, site_service_argv
-from .tasks import load_oracle, load_task, shopping_task_ids, task_from_dict, task_ids
+from .judge import WorkspaceState, judge
+from .tasks import load_oracle, load_task, shopping_task_ids, task_from_dict, task_ids, workspace_task
 
 DB_PATH = "/srv/webarena/shop.db"
 #: observation size limits (longer texts are cut, saying so): they bound AsyncVectorEnv's shared buffers
@@ -74,9 +76,7 @@ SITE_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
 #: WebArena's shopping customer (its environment config): a site image signs in as this customer by default
 WEBARENA_SHOPPING_CUSTOMER = ("emma.lopez@hotmail.com", "Password.123")
 #: what a site image's workspace opens before its base snapshot (starts Chromium on the site's front page)
-WARMUP_TASK = {"sites": ["shopping"], "task_id": 0, "require_login": False, "start_url": "__SHOPPING__",
-               "intent": "warm-up", "eval": {"eval_types": ["string_match"],
-                                             "reference_answers": {"exact_match": "-"}}}
+WARMUP_TASK = {"start_urls": ["__SHOPPING__"], "require_login": False}
 
 
 class WebArenaAdapter(EnvAdapter):
@@ -143,6 +143,7 @@ class WebArenaAdapter(EnvAdapter):
                                    env=(*spec.env, ("DISPLAY", ":99")))
 
     def _reset_args(self, task: dict) -> dict:
+        """`task`: what its workspace gets (tasks.workspace_task), never its evaluator."""
         args = {"task": task, "viewport": list(self.viewport), "headless": self.headless}
         if self.site_image is not None:  # the built-in site's calls stay as they were: their cache keys too
             email, password = self.site_credentials or WEBARENA_SHOPPING_CUSTOMER
@@ -152,7 +153,7 @@ class WebArenaAdapter(EnvAdapter):
 
     def warmup_call(self):
         if self.site_image is None:
-            first = load_task(task_ids()[0]).to_dict()  # starts Chromium once, before the base snapshot
+            first = workspace_task(load_task(task_ids()[0]))  # starts Chromium once, before the base snapshot
             return "webarena.reset", self._reset_args(first)
         from forkcore.images import IMAGE_ROOT
 
@@ -184,13 +185,18 @@ class WebArenaAdapter(EnvAdapter):
         return Task(id=str(cfg.task_id), config=cfg.to_dict(), goal=cfg.intent)
 
     def reset_call(self, task: Task):
-        return "webarena.reset", self._reset_args(task.config)
+        return "webarena.reset", self._reset_args(workspace_task(task_from_dict(task.config)))
 
     def step_call(self, action: str, observe: bool = True):
         return "webarena.step", {"action": action}  # always observes: see replay_observes_every_call
 
-    def evaluate_call(self, answer):
-        return "webarena.evaluate", {"answer": answer}
+    def evaluate(self, task: Task, answer, call) -> float:
+        """Judged here, outside the workspace (judge.py): the workspace only hands out its URL and pages."""
+        base_url = self._image_site()[1] if self.site_image is not None else SITE_URL
+        try:
+            return judge(task_from_dict(task.config), answer or "", WorkspaceState(call), base_url)
+        except StateUnavailable as e:
+            raise EvaluationUnavailable(f"task {task.id}: {e}") from e
 
     def decode(self, raw: Any, task: Task) -> StepResult:
         from PIL import Image

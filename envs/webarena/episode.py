@@ -1,19 +1,20 @@
-"""One WebArena episode on a live :class:`~envs.webarena.browser.BrowserSession`: reset, step, evaluate.
+"""One WebArena episode on a live :class:`~envs.webarena.browser.BrowserSession`: reset and step.
 
 Owns: the step loop's bookkeeping (opening a task's start URLs in a fresh, logged-in context; turning action
-text into browser calls; recording the final answer; ``done``) and calling the evaluators at the end. Does not
-own: the browser mechanism, parsing, task validation or judging rules (their modules), nor the site process or
-its database (the caller starts the site; a task that mutates state needs a fresh database per episode).
+text into browser calls; recording the final answer; ``done``). Knows of a task only what its workspace gets
+(``tasks.workspace_task``: start URLs, sign-in), never how it is judged (``judge.py``, outside the workspace).
+Does not own: the browser mechanism or parsing (their modules), nor the site process or its database (the
+caller starts the site; a task that mutates state needs a fresh database per episode).
 """
 from __future__ import annotations
 
 import time
 
+from collections.abc import Sequence
+
 from .actions import parse_action
 from .errors import ActionParseError
-from .evaluators import evaluate
 from .site.seed import CUSTOMER_EMAIL, CUSTOMER_PASSWORD
-from .tasks import TaskConfig, task_from_dict
 
 
 class Episode:
@@ -21,14 +22,17 @@ class Episode:
 
     Args:
         session: a started BrowserSession (its ``base_url`` is the site).
-        task: a TaskConfig or a WebArena config dict (validated here).
-        credentials: (email, password) used when the task has ``require_login``.
+        start_urls: the task's start URLs, one tab each (``__SHOPPING__`` or site-relative allowed).
+        require_login: sign the task customer in first.
+        credentials: (email, password) used when ``require_login``.
     """
 
-    def __init__(self, session, task: TaskConfig | dict,
+    def __init__(self, session, start_urls: Sequence[str], require_login: bool,
                  credentials: tuple[str, str] = (CUSTOMER_EMAIL, CUSTOMER_PASSWORD)) -> None:
+        if isinstance(start_urls, str) or not start_urls or not all(isinstance(u, str) for u in start_urls):
+            raise ValueError(f"start_urls={start_urls!r}: expected a non-empty list of URLs")
         self.session = session
-        self.task = task if isinstance(task, TaskConfig) else task_from_dict(task)
+        self.start_urls, self.require_login = tuple(start_urls), bool(require_login)
         self.credentials = credentials
         self.answer: str | None = None
         self.done = False
@@ -38,12 +42,12 @@ class Episode:
         """Open a fresh context (logged in if required), load the start URL(s); returns the observation
         (``{}`` when ``observe`` is False) plus ``last_action_error`` = ""."""
         s = self.session
-        s.new_context(s.base_url, viewport or s.viewport, self.credentials if self.task.require_login else None)
-        for i, url in enumerate(self.task.start_urls):
+        s.new_context(s.base_url, viewport or s.viewport, self.credentials if self.require_login else None)
+        for i, url in enumerate(self.start_urls):
             if i:
                 s.execute("new_tab")
             s.goto(url)
-        if len(self.task.start_urls) > 1:
+        if len(self.start_urls) > 1:
             s.execute("tab_focus [0]")
         self.answer, self.done, self.history = None, False, []
         return self._obs(observe, "")
@@ -71,11 +75,6 @@ class Episode:
                 self.answer, self.done = act.args[0], True
         elapsed = time.perf_counter() - t0
         return {**self._obs(observe, err), "done": self.done, "answer": self.answer, "elapsed_s": elapsed}
-
-    def evaluate(self, answer: str | None = None) -> float:
-        """Reward (0.0 or 1.0) for ``answer`` (default: the recorded ``stop`` answer) and the live state."""
-        ans = self.answer if answer is None else answer
-        return evaluate(self.task, ans or "", self.session)
 
     def _obs(self, observe: bool, err: str) -> dict:
         obs = self.session.observe() if observe else {}

@@ -20,3 +20,8 @@ class TaskConfigError(WebArenaError, ValueError):
 
 class BrowserError(WebArenaError, RuntimeError):
     """The browser could not be started or used (e.g. Chromium missing at the expected path)."""
+
+
+class StateUnavailable(WebArenaError, RuntimeError):
+    """The judge could not read an episode's end state (the workspace did not answer, or answered something
+    that is not state): an evaluation error, never a score."""

@@ -6,6 +6,7 @@ shapes of their answers, and :func:`site_service_argv`, the command forkcore run
 Handlers (keyword arguments in, JSON-serialisable dicts out):
 
 - ``webarena.reset(task: dict, viewport: list = [1280, 720], headless: bool = True, base_url: str | None)``
+  (``task``: ``tasks.workspace_task``'s ``{"start_urls": [...], "require_login": bool}``; never its evaluator)
   -> observation: ``screenshot_png`` (base64 PNG, viewport size), ``axtree`` (str), ``url`` (str),
   ``open_pages_urls`` (list[str]), ``active_page_index`` (int), ``last_action_error`` ("").
   Starts Chromium on first use (reused afterwards); opens a fresh logged-in context on the task's start URL.
@@ -16,7 +17,8 @@ Handlers (keyword arguments in, JSON-serialisable dicts out):
 - ``webarena.step(action: str)`` -> observation + ``last_action_error`` (str), ``done`` (bool), ``answer``
   (str | None), ``elapsed_s`` (float).
 - ``webarena.observe()`` -> observation of the current state (no action).
-- ``webarena.evaluate(answer: str | None = None)`` -> ``{"reward": 0.0 | 1.0}``.
+- ``webarena.active_url()`` -> ``{"url": str}``, ``webarena.page_text(url: str, locator: str = "")`` ->
+  ``{"text": str}``: the end state, read for the judge (``judge.py``), which scores it outside the workspace.
 - ``webarena.close()`` -> ``{"closed": true}``; stops the browser.
 - ``webarena.check_chromium()``, ``webarena.check_site(db_path)`` -> ``{"ok": bool, "detail": str}``: the
   restore checks of compat.py (`bunshin doctor --deep`).
@@ -68,6 +70,9 @@ class _Runtime:
 
     def reset(self, task: dict, viewport: list | None = None, headless: bool = True,
               base_url: str | None = None, login: dict | None = None) -> dict:
+        if not isinstance(task, dict) or set(task) != {"start_urls", "require_login"}:
+            raise WebArenaError(f"webarena.reset: task={str(task)[:200]!r}; expected what tasks.workspace_task "
+                                "gives a workspace: {'start_urls': [...], 'require_login': bool}")
         vp = tuple(viewport or (1280, 720))
         if base_url:
             self.base_url = base_url.rstrip("/")
@@ -80,7 +85,7 @@ class _Runtime:
         self.session.base_url = self.base_url
         self.session.login_form = (login or {}).get("form", "shop")
         creds = {"credentials": (login["email"], login["password"])} if login and "email" in login else {}
-        self.episode = Episode(self.session, task, **creds)
+        self.episode = Episode(self.session, task["start_urls"], task["require_login"], **creds)
         return self._obs(self.episode.reset(viewport=vp))
 
     def warmup(self, site_setup: list[str] = (), image_root: str = "", **reset_kwargs) -> dict:
@@ -108,8 +113,13 @@ class _Runtime:
         self._need_episode()
         return self._obs({**self.session.observe(), "last_action_error": ""})
 
-    def evaluate(self, answer: str | None = None) -> dict:
-        return {"reward": self._need_episode().evaluate(answer)}
+    def active_url(self) -> dict:
+        self._need_episode()
+        return {"url": self.session.page.url}
+
+    def page_text(self, url: str, locator: str = "") -> dict:
+        self._need_episode()
+        return {"text": self.session.page_text(url, locator)}
 
     def close(self) -> dict:
         if self.session is not None:
@@ -125,7 +135,8 @@ def register(executor, base_url: str | None = None) -> None:
     executor.register("webarena.warmup", rt.warmup)
     executor.register("webarena.step", rt.step)
     executor.register("webarena.observe", rt.observe)
-    executor.register("webarena.evaluate", rt.evaluate)
+    executor.register("webarena.active_url", rt.active_url)
+    executor.register("webarena.page_text", rt.page_text)
     executor.register("webarena.close", rt.close)
     executor.register("webarena.check_chromium", lambda: compat.check_chromium(rt.session))
     executor.register("webarena.check_site", lambda db_path: compat.check_site(rt.base_url, db_path))

@@ -528,6 +528,8 @@ def record_oracles(specs: list[Spec]) -> None:
     """Start a site and Chromium, turn each plan into actions, check the reward is 1.0, write oracles/."""
     from .browser import BrowserSession
     from .episode import Episode
+    from .judge import judge_episode
+    from .tasks import task_from_dict, workspace_task
 
     ORACLES_DIR.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
@@ -544,7 +546,8 @@ def record_oracles(specs: list[Spec]) -> None:
             for s in specs:
                 t0 = time.time()
                 shutil.copyfile(pristine, live)
-                ep = Episode(session, s.config)
+                task = task_from_dict(s.config)
+                ep = Episode(session, **workspace_task(task))
                 ep.reset(observe=False)
                 actions = []
                 for step in s.plan:
@@ -553,7 +556,7 @@ def record_oracles(specs: list[Spec]) -> None:
                     res = ep.step(act, observe=False)
                     if res["last_action_error"]:
                         raise RuntimeError(f"task {s.config['task_id']}: {act} -> {res['last_action_error']}")
-                reward = ep.evaluate()
+                reward = judge_episode(task, ep)
                 print(f"task {s.config['task_id']:3d} {s.family:16s} reward={reward} steps={len(actions)} "
                       f"{time.time() - t0:.1f}s", flush=True)
                 if reward != 1.0:

@@ -3,7 +3,8 @@
 Owns: the frozen dataclasses :class:`TaskConfig`, :class:`EvalConfig`, :class:`ReferenceAnswers` and
 :class:`ProgramHtmlCheck`; :func:`load_task` / :func:`task_from_dict` (parse + validate) and
 :func:`validate_task` (small named checks); :func:`load_suite` for ``envs/webarena/tasks/*.json``.
-Does not own: judging (``evaluators.py``) or running a browser.
+:func:`workspace_task`, the part of a task its workspace gets. Does not own: judging (``judge.py``) or running
+a browser. Host side only: neither this module nor the task files enter a workspace (``.workspace-exclude``).
 
 Accepted input is a WebArena ``config_files/<id>.json`` object (fields ``sites``, ``task_id``, ``require_login``,
 ``storage_state``, ``start_url``, ``geolocation``, ``intent_template``, ``instantiation_dict``, ``intent``,
@@ -18,7 +19,7 @@ Accepted input is a WebArena ``config_files/<id>.json`` object (fields ``sites``
   customer; the file itself is not read.
 - ``geolocation`` must be null.
 - ``eval_types`` must be among ``string_match``, ``url_match``, ``program_html``. ``fuzzy_match`` is judged
-  without an LLM (see ``evaluators.py``), including WebArena's ``"N/A"`` form.
+  without an LLM (see ``judge.py``), including WebArena's ``"N/A"`` form.
 - ``program_html`` entries whose ``url`` or ``locator`` start with ``func:`` (WebArena evaluates Python there)
   are rejected: this env never evaluates code from a task file. ``prep_actions`` are likewise rejected.
 
@@ -32,9 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import TaskConfigError
+from .site_urls import PLACEHOLDER
 
 SITE = "shopping"
-PLACEHOLDER = "__SHOPPING__"
 OTHER_PLACEHOLDERS = ("__REDDIT__", "__GITLAB__", "__SHOPPING_ADMIN__", "__MAP__", "__WIKIPEDIA__",
                       "__HOMEPAGE__")
 EVAL_TYPES = ("string_match", "url_match", "program_html")
@@ -138,6 +139,12 @@ class TaskConfig:
                      **({"url_note": ev.url_note} if ev.reference_url else {})},
             "intent_template_id": self.intent_template_id,
         }
+
+
+def workspace_task(task: TaskConfig) -> dict:
+    """What a task's workspace gets: where its tabs start and whether to sign in. Its intent stays with the
+    env (the observation's ``goal``), its ``eval`` with the judge."""
+    return {"start_urls": list(task.start_urls), "require_login": task.require_login}
 
 
 # --- validation: small named checks ------------------------------------------------------------------------

@@ -150,22 +150,22 @@ def test_an_evaluation_that_could_not_run_is_not_cached(monkeypatch):
 
     actions = _oracle()[:-1]  # everything but the final stop: truncated at the end state
     kw = dict(task_id=TASK, max_steps=len(actions), step_timeout_s=8.0, diagnostics=True)
-    real_call = WebArenaAdapter.evaluate_call
+    real_evaluate = WebArenaAdapter.evaluate
     reference = gym.make(ENV_ID, task_id=TASK, max_steps=len(actions), cache=False)
     try:
         truth = _run(reference, actions)[-1][1]
     finally:
         reference.close()
     assert truth == 1.0, "the oracle's end state passes the evaluation"
-    monkeypatch.setattr(WebArenaAdapter, "evaluate_call",
-                        lambda self, answer: ("exec", {"argv": ["sleep", "60"], "timeout_s": 70}))
+    monkeypatch.setattr(WebArenaAdapter, "evaluate",
+                        lambda self, task, answer, call: call("exec", argv=["sleep", "60"], timeout_s=70))
     env = gym.make(ENV_ID, **kw)
     try:
         env.reset()
         for a in actions:
             _, r, term, trunc, info = env.step(a)
         assert trunc and r == 0.0 and "could not run" in info["bunshin"]["evaluation_error"]
-        monkeypatch.setattr(WebArenaAdapter, "evaluate_call", real_call)
+        monkeypatch.setattr(WebArenaAdapter, "evaluate", real_evaluate)
         assert _run(env, actions)[-1][1] == truth
     finally:
         env.close()

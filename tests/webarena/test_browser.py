@@ -160,13 +160,14 @@ def test_login_state_and_hover_press(fresh):
 
 def test_program_html_evaluation_leaves_agent_tabs_alone(site, browser):
     from envs.webarena.episode import Episode
-    from envs.webarena.tasks import load_task
+    from envs.webarena.judge import judge_episode
+    from envs.webarena.tasks import load_task, workspace_task
 
     site.reset_db()
     task = load_task(35)  # wishlist add, judged on /wishlist by program_html
-    ep = Episode(browser, task)
+    ep = Episode(browser, **workspace_task(task))
     before = ep.reset()
-    assert ep.evaluate("") == 0.0
+    assert judge_episode(task, ep, "") == 0.0
     after = browser.observe()
     assert after["open_pages_urls"] == before["open_pages_urls"]
     assert after["url"] == before["url"]
@@ -174,12 +175,14 @@ def test_program_html_evaluation_leaves_agent_tabs_alone(site, browser):
 
 
 def test_a_goto_off_the_site_is_blocked_and_the_page_still_observes(fresh):
-    """Requests that leave the site are aborted; the error page that commits right after must not break the
-    observation (it raced with numbering the elements: 'Execution context was destroyed')."""
+    """The agent's goto off the site is refused; a navigation off the site by any other way is aborted, and the
+    error page that commits right after must not break the observation (it raced with numbering the elements:
+    'Execution context was destroyed')."""
     fresh.goto("/product/5")
     for _ in range(3):
-        err = fresh.execute("goto [http://127.0.0.1:9/]")
-        assert "ERR_FAILED" in err, err
+        assert "only the site's pages" in fresh.execute("goto [http://127.0.0.1:9/]")
+        with pytest.raises(Exception, match="ERR_FAILED"):
+            fresh.goto("http://127.0.0.1:9/")  # not the agent's action: the context's route aborts it
         obs = fresh.observe()
         assert obs["screenshot"].shape == (720, 1280, 3) and isinstance(obs["axtree"], str)
         fresh.goto("/product/5")

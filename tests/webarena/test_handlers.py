@@ -12,7 +12,8 @@ import pytest
 from PIL import Image
 
 from envs.webarena.handlers import register, site_service_argv
-from envs.webarena.tasks import load_oracle, load_task
+from envs.webarena.judge import WorkspaceState, judge
+from envs.webarena.tasks import load_oracle, load_task, workspace_task
 
 from .conftest import REPO
 
@@ -34,14 +35,16 @@ class JsonExecutor:
 
 
 @pytest.mark.browser
-def test_reset_step_evaluate_round_trip(site):
+def test_reset_step_and_a_judge_outside_round_trip(site):
     site.reset_db()
     ex = JsonExecutor()
     register(ex, base_url=site.base_url)
-    assert {"webarena.reset", "webarena.step", "webarena.evaluate", "webarena.observe", "webarena.close"} <= set(ex.handlers)
-    task = load_task(16).to_dict()
+    assert {"webarena.reset", "webarena.step", "webarena.active_url", "webarena.page_text", "webarena.observe",
+            "webarena.close"} <= set(ex.handlers)
+    assert "webarena.evaluate" not in ex.handlers, "nothing judges inside a workspace"
+    task = load_task(16)
     try:
-        obs = ex.call("webarena.reset", task=task, viewport=[1024, 600], headless=True)
+        obs = ex.call("webarena.reset", task=workspace_task(task), viewport=[1024, 600], headless=True)
         img = Image.open(io.BytesIO(base64.b64decode(obs["screenshot_png"])))
         assert img.size == (1024, 600)
         assert obs["url"] == site.base_url + "/" and obs["open_pages_urls"] == [site.base_url + "/"]
@@ -51,13 +54,25 @@ def test_reset_step_evaluate_round_trip(site):
         for action in load_oracle(16):
             res = ex.call("webarena.step", action=action)
             assert res["last_action_error"] == ""
-        assert res["done"] is True and res["answer"] == load_task(16).eval.reference_answers.exact_match
-        assert ex.call("webarena.evaluate") == {"reward": 1.0}
-        assert ex.call("webarena.evaluate", answer="0") == {"reward": 0.0}
+        assert res["done"] is True and res["answer"] == task.eval.reference_answers.exact_match
+        state = WorkspaceState(ex.call)
+        assert judge(task, res["answer"], state, site.base_url) == 1.0
+        assert judge(task, "0", state, site.base_url) == 0.0
+        assert ex.call("webarena.active_url") == {"url": ex.call("webarena.observe")["url"]}
+        assert "<html" in ex.call("webarena.page_text", url=site.base_url + "/")["text"]
+        with pytest.raises(Exception, match="not a page of the site"):
+            ex.call("webarena.page_text", url="file:///etc/passwd")
         after = ex.call("webarena.step", action="click [1]")
         assert "episode is over" in after["last_action_error"]
     finally:
         ex.call("webarena.close")
+
+
+def test_reset_refuses_a_task_with_its_evaluator():
+    ex = JsonExecutor()
+    register(ex, base_url="http://127.0.0.1:1")
+    with pytest.raises(Exception, match="expected what tasks.workspace_task gives"):
+        ex.call("webarena.reset", task=load_task(16).to_dict())
 
 
 def test_step_before_reset_is_a_clear_error():

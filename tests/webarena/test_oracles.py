@@ -10,8 +10,9 @@ import re
 import pytest
 
 from envs.webarena.episode import Episode
+from envs.webarena.judge import judge_episode
 from envs.webarena.make_tasks import build_specs, plan_to_action
-from envs.webarena.tasks import load_oracle, load_task, task_ids
+from envs.webarena.tasks import load_oracle, load_task, task_ids, workspace_task
 
 pytestmark = pytest.mark.browser
 
@@ -32,19 +33,19 @@ def wrong_answer(task) -> str:
 def test_oracle_scores_one_and_negatives_score_zero(tid, site, browser):
     task = load_task(tid)
     site.reset_db()
-    ep = Episode(browser, task)
+    ep = Episode(browser, **workspace_task(task))
     ep.reset(observe=False)
     if "string_match" not in task.eval.eval_types:
         # the untouched start state must not already satisfy a state/URL check
-        assert ep.evaluate("") == 0.0, "initial state passes the check"
+        assert judge_episode(task, ep, "") == 0.0, "initial state passes the check"
     for action in load_oracle(tid):
         res = ep.step(action, observe=False)
         assert res["last_action_error"] == "", f"{action}: {res['last_action_error']}"
     assert ep.done
-    assert ep.evaluate() == 1.0
+    assert judge_episode(task, ep) == 1.0
     if "string_match" in task.eval.eval_types:
-        assert ep.evaluate(wrong_answer(task)) == 0.0
-        assert ep.evaluate("") == 0.0
+        assert judge_episode(task, ep, wrong_answer(task)) == 0.0
+        assert judge_episode(task, ep, "") == 0.0
 
 
 def _swap(plan, old, new):
@@ -87,7 +88,7 @@ def _wrong_plans():
 def test_wrong_end_state_scores_zero(tid, family, plan, site, browser):
     task = load_task(tid)
     site.reset_db()
-    ep = Episode(browser, task)
+    ep = Episode(browser, **workspace_task(task))
     ep.reset(observe=False)
     for step in plan:
         if step[0] == "other_order":  # open a different order than the task names
@@ -98,4 +99,4 @@ def test_wrong_end_state_scores_zero(tid, family, plan, site, browser):
             action = plan_to_action(step, browser.axtree)
         res = ep.step(action, observe=False)
         assert res["last_action_error"] == "", f"{action}: {res['last_action_error']}"
-    assert ep.evaluate() == 0.0
+    assert judge_episode(task, ep) == 0.0

@@ -1,8 +1,17 @@
-"""Judging a finished episode: WebArena's string_match, url_match and program_html, without an LLM.
+"""The WebArena judge: string_match, url_match and program_html without an LLM, outside every workspace.
 
-Owns: :func:`evaluate` (reward in {0.0, 1.0}, the product of every evaluator the task lists) and the three
-evaluators. Does not own: task parsing (``tasks.py``) or the browser (``browser.py``); evaluators drive the
-live session they are given.
+Owns: :func:`judge` (reward in {0.0, 1.0}, the product of every evaluator the task lists), the three evaluators
+and the two ways to read an end state: :class:`WorkspaceState` (a workspace's executor, untrusted) and
+:class:`SessionState` (a BrowserSession in this process: make_tasks, tests). Never copied into a workspace
+(``.workspace-exclude``), nor are the task files it reads.
+
+What crosses the workspace's boundary, and which way:
+  in   ``webarena.active_url()`` (no argument), and for each program_html check ``webarena.page_text(url,
+       locator)``: the site URL to open and the JS expression to read there (what is looked at, not what it
+       must say).
+  out  the active tab's URL; each page's text. Both are untrusted data: a value that is not a string is
+       StateUnavailable (an evaluation error), never a score.
+Never in: reference answers, ``required_contents``, ``reference_url``, the task's ``eval`` as a whole, any reward.
 
 Semantics (WebArena's ``evaluation_harness/evaluators.py`` unless noted):
 
@@ -18,10 +27,10 @@ Semantics (WebArena's ``evaluation_harness/evaluators.py`` unless noted):
 - url_match. ``GOLD in PRED``: the reference's host+path must be a substring of the current page's host+path
   and every reference query parameter must have one of its values in the current URL's (extra parameters are
   fine); references may be joined by `` |OR| ``. Trailing slashes are ignored.
-- program_html. For each check: open a *new* page in the agent's context (same cookies; the agent's tabs are
-  left alone) at ``url`` (``last`` = the agent's current URL), evaluate the JS ``locator`` there (empty = the
-  page's HTML), HTML-unescape, then ``exact_match`` / ``must_include`` as above (no lower-casing of the
-  page text beyond what clean_answer does).
+- program_html. For each check: the workspace opens a *new* page in the agent's context (same cookies; the
+  agent's tabs are left alone) at ``url`` (``last`` = the agent's current URL), evaluates the JS ``locator``
+  there (empty = the page's HTML); here it is HTML-unescaped and compared by ``exact_match`` / ``must_include``
+  as above (no lower-casing of the page text beyond what clean_answer does).
 
 Evaluators never read the database file: every check goes through the live site, so they stay valid inside a
 forked workspace whatever its DB path.
@@ -30,8 +39,13 @@ from __future__ import annotations
 
 import html
 import re
+from typing import Any, Callable, Protocol
 from urllib.parse import parse_qs, urlsplit
 
+from forkcore.errors import ExecutorError, ForkcoreError
+
+from .errors import StateUnavailable
+from .site_urls import resolve_url
 from .tasks import TaskConfig
 
 FUZZY_THRESHOLD = 80
@@ -136,26 +150,62 @@ def url_match(task: TaskConfig, current_url: str, base_url: str) -> float:
     return float(base_ok and query_ok)
 
 
-def program_html(task: TaskConfig, session) -> float:
-    """Run every ``program_html`` check of ``task`` on a fresh page of ``session``'s context."""
-    score = 1.0
-    current = session.page.url
-    for check in task.eval.program_html:
-        url = current if check.url == "last" else session.resolve_url(check.url)
-        page = session.open_internal_page()
+class EndState(Protocol):
+    """What the judge may ask of an end state."""
+
+    def active_url(self) -> str:
+        """The URL of the agent's active tab."""
+
+    def page_text(self, url: str, locator: str) -> str:
+        """The text ``locator`` reads on the site page ``url`` (empty locator: the page's HTML)."""
+
+
+class WorkspaceState:
+    """An end state in a workspace, read through ``call(method, **params)`` (its executor). What it answers is
+    untrusted: anything but a string is StateUnavailable; so is no answer (killed, hung, gone). A handler that
+    raised (an ExecutorError: e.g. the site no longer answers) propagates: the state broke the evaluator."""
+
+    def __init__(self, call: Callable[..., Any]) -> None:
+        self._call = call
+
+    def _text(self, method: str, key: str, **params: Any) -> str:
         try:
-            page.goto(url, wait_until="load")
-            if not check.locator.strip():
-                content = page.content()
-            else:
-                try:
-                    content = page.evaluate(f"() => {check.locator}")
-                    content = "" if content is None else str(content)
-                except Exception:  # noqa: BLE001 - a missing element means the check fails
-                    content = ""
-        finally:
-            page.close()
-        content = html.unescape(content)
+            answer = self._call(method, **params)
+        except ExecutorError:
+            raise
+        except ForkcoreError as e:
+            raise StateUnavailable(f"{method}: the workspace did not answer ({type(e).__name__}: {e})") from e
+        value = answer.get(key) if isinstance(answer, dict) else None
+        if not isinstance(value, str):
+            raise StateUnavailable(f"{method}: the workspace answered {str(answer)[:120]!r}, not a {key!r} string")
+        return value
+
+    def active_url(self) -> str:
+        return self._text("webarena.active_url", "url")
+
+    def page_text(self, url: str, locator: str) -> str:
+        return self._text("webarena.page_text", "text", url=url, locator=locator)
+
+
+class SessionState:
+    """An end state in a BrowserSession of this process (make_tasks, tests)."""
+
+    def __init__(self, session) -> None:
+        self.session = session
+
+    def active_url(self) -> str:
+        return self.session.page.url
+
+    def page_text(self, url: str, locator: str) -> str:
+        return self.session.page_text(url, locator)
+
+
+def program_html(task: TaskConfig, state: EndState, base_url: str, current_url: str) -> float:
+    """Every ``program_html`` check of ``task``, each page read by ``state``."""
+    score = 1.0
+    for check in task.eval.program_html:
+        url = current_url if check.url == "last" else resolve_url(check.url, base_url)
+        content = html.unescape(state.page_text(url, check.locator))
         if check.exact_match is not None:
             score *= exact_match(check.exact_match, content)
         else:
@@ -166,26 +216,36 @@ def program_html(task: TaskConfig, session) -> float:
     return score
 
 
-def evaluate(task: TaskConfig, answer: str, session) -> float:
+def judge(task: TaskConfig, answer: str, state: EndState, base_url: str) -> float:
     """Reward of an episode.
 
     Args:
-        task: the task that was attempted.
+        task: the task that was attempted (with its ``eval``: it never leaves this process).
         answer: the agent's final answer (``stop [answer]``'s argument; "" if none).
-        session: the live :class:`~envs.webarena.browser.BrowserSession` at the end of the episode; needed for
-            url_match (its active tab's URL) and program_html (pages of its context).
+        state: the end state (:class:`WorkspaceState` or :class:`SessionState`): its active URL for url_match
+            and program_html's ``last``, its pages' text for program_html.
+        base_url: the site's URL, for ``__SHOPPING__`` and site-relative URLs.
 
     Returns:
         1.0 or 0.0: the product of the evaluators in ``task.eval.eval_types``.
+    Raises:
+        StateUnavailable: the state could not be read.
     """
-    score = 1.0
+    score, current_url = 1.0, None
     for kind in task.eval.eval_types:
         if kind == "string_match":
             score *= string_match(task, answer)
-        elif kind == "url_match":
-            score *= url_match(task, session.page.url, session.base_url)
-        elif kind == "program_html":
-            score *= program_html(task, session)
+        else:
+            current_url = state.active_url() if current_url is None else current_url
+            score *= (url_match(task, current_url, base_url) if kind == "url_match"
+                      else program_html(task, state, base_url, current_url))
         if score == 0.0:
             break
     return float(score)
+
+
+def judge_episode(task: TaskConfig, episode, answer: str | None = None) -> float:
+    """:func:`judge` of an :class:`~envs.webarena.episode.Episode` that runs in this process (make_tasks,
+    tests): ``answer`` defaults to the episode's ``stop`` answer."""
+    answer = episode.answer if answer is None else answer
+    return judge(task, answer or "", SessionState(episode.session), episode.session.base_url)
