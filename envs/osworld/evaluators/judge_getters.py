@@ -47,6 +47,7 @@ def get_rule(session, config: Mapping[str, Any]) -> Any:
         raise EvaluatorError("getter 'rule' needs a 'rules' field")
     return config["rules"]
 
+
 # ----------------------------------------------------------------------------------------------------
 # relative dates (pure: the rules and today's date)
 
