@@ -30,6 +30,7 @@ from envs.osworld.errors import EvaluatorError
 from envs.osworld.evaluators import GETTERS, METRICS
 from envs.osworld.evaluators import browser_pages, judge_getters
 from envs.osworld.evaluators.judge_getters import resolve_relative_time
+from envs.osworld.getters import browser_pages as page_getters
 from envs.osworld.tasks import _freeze
 from tests.osworld.reference import REF_PY, RUNNER, assert_agree, needs_reference, reference
 
@@ -383,7 +384,7 @@ def test_recreation_flow_starts_a_closed_browser_again(clean_desktop, monkeypatc
     d = clean_desktop
     srv = _serve({"/": HOME_HTML, "/camp": CAMP_HTML})
     try:
-        monkeypatch.setattr(browser_pages, "RECREATION_URLS", (srv.base + "/",))
+        monkeypatch.setattr(page_getters, "RECREATION_URLS", (srv.base + "/",))
         assert _tabs(d) is None  # no browser: the getter starts one, as OSWorld's does
         get = GETTERS["gotoRecreationPage_and_get_html_content"]
         cfg = {"selector": "class", "class": "camp-sortable-column-header", "order": "2"}
