@@ -4,7 +4,7 @@ and says why the first stage that fails does.
 Stages, in order (a task counts for a stage only if it passed every earlier one):
     loads      a JSON object with OSWorld's fields (id, instruction, config list, evaluator with func)
     config     every config and postconfig step type is one this env runs (tasks.CONFIG_TYPES)
-    evaluator  every metric (or "infeasible") and getter type is implemented (evaluators/)
+    evaluator  every metric (or "infeasible") and getter type is implemented (evaluators/, getters/)
     apps       the applications of its related_apps are installed here (Debian packages)
     files      every file it downloads is in the download cache (downloads.py) or shipped
     runs       (with run=True) it resets in a BunshinOSWorld-v0 env and a do-nothing episode scores as it
@@ -91,8 +91,7 @@ def coverage(examples: Path, run: bool = False, progress: Callable[[str], None] 
     """Check every task of `examples` (see the module doc). `run_task(task) -> ""` or why it did not run as it
     must (default: a real BunshinOSWorld-v0 episode, `run_episode`)."""
     from .downloads import cached, task_urls
-    from .evaluators.getters import GETTERS
-    from .evaluators.metrics import METRICS
+    from .evaluators import GETTERS, METRICS
     from .tasks import CONFIG_TYPES
 
     packages = _installed_packages()

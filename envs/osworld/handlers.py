@@ -41,6 +41,9 @@ from . import compat
 from .actions import ACTION_SPACES, execute
 from .desktop import CDP_PORT, DEFAULT_SIZE, VM_HOME, DesktopSession
 from .errors import OSWorldError
+# Imported once, when the executor starts (before any action): a getter module the agent rewrites later on disk
+# is never what osworld.collect runs. The workspace holds no metric (evaluators/ is judge-only).
+from .getters import JUDGE_GETTERS, cache_dir, get_value
 
 #: X display of the desktop inside a workspace (its own /tmp and network namespace: no clash).
 DISPLAY = 0
@@ -141,9 +144,6 @@ class _Runtime:
 
     def collect(self, getter: dict) -> dict:
         """One state getter's value for the judge outside (envs/osworld/judge.py), as data."""
-        from .evaluators import JUDGE_GETTERS
-        from .evaluators.getters import cache_dir, get_value
-
         self._need_task()
         if getter.get("type") in JUDGE_GETTERS:
             raise OSWorldError(f"getter {getter.get('type')!r} reads the task's own data: the judge runs it")

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from .actions import execute
-from .evaluators import evaluate
 from .tasks import Task, load_oracle, load_tasks, run_config
 
 __all__ = ["setup_task", "run_trajectory", "EpisodeResult", "run_episode"]
@@ -59,6 +58,8 @@ def run_trajectory(session, actions: Sequence[Any], space: str = "pyautogui") ->
 
 def run_episode(session, task: Task, actions: Sequence[Any] | None = None, space: str = "pyautogui") -> EpisodeResult:
     """reset → config → actions (default: the task's oracle) → evaluate."""
+    from .evaluators import evaluate  # judge-only (not in a workspace, which imports this module for setup_task)
+
     t0 = time.monotonic()
     setup_s = setup_task(session, task)
     t1 = time.monotonic()

@@ -227,7 +227,7 @@ def raw_getters(task: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 
 def _check_evaluator(ev: Any, where: str) -> Evaluator:
-    from .evaluators import getters as G, metrics as M
+    from .evaluators import getters as G, metrics as M  # the judge's side: tasks are validated on the host
     where = where + ".evaluator"
     if not isinstance(ev, Mapping):
         raise _fail(where, "must be an object with at least 'func'")
@@ -425,7 +425,7 @@ def _run_step(session, t: str, p: dict) -> None:
             raise TaskConfigError(f"command not found: {r.args!r}")
         for stream in ("stdout", "stderr"):  # kept for the evaluator's cache_file getter, as OSWorld does
             if p.get(stream):
-                from .evaluators.getters import cache_dir
+                from .getters.common import cache_dir
 
                 with open(os.path.join(cache_dir(session), os.path.basename(str(p[stream]))), "w") as f:
                     f.write(getattr(r, stream) or "")
@@ -553,7 +553,7 @@ def _cdp_pages(port: int, timeout: float) -> list[dict]:
 def _cdp_close_tab(port: int, url: str, timeout: float = 20, settle: float = 5) -> None:
     """Close a tab showing `url` (compare_urls, as OSWorld's setup); nothing if none does once every tab
     shows its URL (a tab just opened has none for a moment; OSWorld waits 5 s before looking)."""
-    from .evaluators.metrics import compare_urls
+    from .urls import compare_urls
 
     deadline = time.monotonic() + settle
     while True:

@@ -236,3 +236,127 @@ def test_an_agent_that_kills_the_executor_while_it_is_judged_gets_an_evaluation_
         assert terminated and reward == 1.0
     finally:
         env.close()
+
+
+# ---- attacks on the judge's channel (osworld.collect), each on a do-nothing episode ---------------------------
+
+#: runs a shell command as root from an action, as OSWorld's agent can (sudo with the VM's password) where the
+#: actions run as the desktop's user
+AS_ROOT = """
+import os, subprocess
+def root(cmd):
+    argv = ['sh', '-c', cmd] if os.geteuid() == 0 else ['sudo', '-S', '-p', '', 'sh', '-c', cmd]
+    return subprocess.run(argv, input='password\\n', capture_output=True, text=True, timeout=30)
+"""
+GETTERS_FILE = "/opt/bunshin/code/envs/osworld/getters/common.py"
+#: appended to the workspace's getter module: its vm_file getter hands the judge the names sorted, i.e. a result
+#: that scores 1 -- if the executor ever ran the rewritten module
+REWRITTEN_GETTER = '''
+# -- rewritten by the agent --
+def _agents_vm_file(session, config):
+    names = open('/home/user/Documents/names.txt').read().splitlines()
+    out = os.path.join(cache_dir(session), os.path.basename(str(config.get('dest') or 'x')))
+    open(out, 'w').write('\\n'.join(sorted(names)) + '\\n')
+    return out
+GETTERS['vm_file'] = _agents_vm_file
+'''
+REWRITE_THE_GETTERS = AS_ROOT + f"""
+r = root("cat >> {GETTERS_FILE} <<'PYEOF'\\n" + {REWRITTEN_GETTER!r} + "PYEOF\\n"
+         "find /opt/bunshin/code -name '*.pyc' -path '*getters*' -delete")
+assert r.returncode == 0, r.stderr
+"""
+
+
+@pytest.fixture(scope="module")
+def channel_env():
+    """One env for this section's attacks (a fresh episode each): judged calls time out after 20 s."""
+    env = gym.make("BunshinOSWorld-v0", task_id="os-sort-names", action_space="pyautogui", cache=False,
+                   diagnostics=True, step_timeout_s=20.0)
+    yield env
+    env.close()
+
+
+def test_an_agent_that_rewrites_the_workspaces_getter_module_still_scores_0(channel_env):
+    """The agent (root) rewrites envs/osworld/getters/common.py in its overlay so that its vm_file getter would hand
+    the judge a result that scores 1. The executor imported the getters when it started, before any action, so
+    osworld.collect runs the original: reward 0. Control: the module on disk really is rewritten, and its rewritten
+    getter would have scored 1 (run on the same desktop)."""
+    env = channel_env
+    env.reset()
+    _, _, _, _, info = env.step(REWRITE_THE_GETTERS)
+    assert info["last_action_error"] == "", info["last_action_error"]
+    ws = env.unwrapped.live_workspace()
+    assert "rewritten by the agent" in ws.exec(["cat", GETTERS_FILE])["stdout"]  # the attack landed
+    _, reward, terminated, _, info = env.step("DONE")
+    assert terminated and reward == 0.0, info["last_action_error"]
+    # the rewritten module, loaded afresh, does hand out the sorted names (the gold's content): had the executor
+    # reloaded it, the reward would have been 1 -- still no gold from anywhere, only the agent's own result
+    python = "/opt/bunshin/venv/bin/python"
+    out = ws.exec(["sh", "-c", f"cd /opt/bunshin/code && {python} -c \"import types, envs.osworld.getters.common as c; "
+                               "print(open(c.GETTERS['vm_file'](types.SimpleNamespace(run_dir='/tmp/agent-run'), "
+                               "{'dest': 'x'})).read())\""])
+    expected = (JUDGE_FILES_DIR / "names_sorted_expected.txt").read_text()
+    assert out["stdout"].strip() == expected.strip(), out
+
+
+PLANT_EXPECTED_FILES = AS_ROOT + """
+wrong = 'not the sorted names\\n'
+for path in ('/home/user/Documents/names_sorted.txt', '/home/user/names_sorted_expected.txt',
+             '/tmp/names_sorted_expected.txt', '/home/user/Documents/names_sorted_expected.txt',
+             '/tmp/expected-names_sorted_expected.txt'):
+    r = root(f"mkdir -p $(dirname {path}) && printf %s '{wrong.strip()}' > {path} && chmod 644 {path}")
+    assert r.returncode == 0, r.stderr
+"""
+
+
+def test_files_planted_where_expected_files_would_be_do_not_make_the_judge_score_1(channel_env):
+    """The agent writes the wrong content at the path the task's result getter reads and plants files named like
+    the gold (names_sorted_expected.txt in the home dir, /tmp and Documents; in /tmp also under the name the
+    cloud_file getter gives its copy, expected-names_sorted_expected.txt). The judge reads expected values only from the host: reward 0. Control: the
+    getter did read the planted result (its copy in the workspace's evaluation cache holds it), and the judge's
+    expected file is a host path the workspace does not have."""
+    env = channel_env
+    env.reset()
+    _, _, _, _, info = env.step(PLANT_EXPECTED_FILES)
+    assert info["last_action_error"] == "", info["last_action_error"]
+    _, reward, terminated, _, info = env.step("DONE")
+    assert terminated and reward == 0.0, info["last_action_error"]
+    ws = env.unwrapped.live_workspace()
+    copy = ws.exec(["cat", "/home/user/.bunshin-run/eval_cache/names_sorted.txt"])
+    assert copy["stdout"].startswith("not the sorted names"), copy  # the getter read the planted result
+    gold = JUDGE_FILES_DIR / "names_sorted_expected.txt"
+    assert gold.is_file() and ws.exec(["test", "-e", str(gold)])["returncode"] != 0  # host-side only
+    assert not str(gold).startswith(f"/proc/{ws.pids()[0]}/root")
+
+
+STOP_THE_EXECUTOR_WHEN_JUDGED = AS_ROOT + """
+open('/home/user/Documents/names_sorted.txt', 'wb').write(b'x' * (96 << 20))  # a copy the judge waits for
+subprocess.Popen(['sh', '-c', 'while [ ! -d /home/user/.bunshin-run/eval_cache ]; do sleep 0.005; done; '
+                  'S=""; [ "$(id -u)" = 0 ] || S="sudo -S"; '
+                  'echo password | $S pkill -STOP -f "forkcore[.]executor"; echo stopped > /tmp/stopped'],
+                 start_new_session=True)
+"""
+
+
+def test_an_agent_that_freezes_the_executor_while_it_is_judged_gets_an_evaluation_error_in_bounded_time(
+        channel_env):
+    """The agent's watcher stops the executor (SIGSTOP) as soon as the judge starts collecting, so the getter never
+    answers. The judge's call times out (step_timeout_s, 20 s here): the step reports an evaluation error within
+    that bound, scores nothing (reward 0, not terminated, not recorded: never a cached 0 nor a 1), and reset works
+    afterwards. Control: the stop landed (the judged step waited out the whole timeout; an executor that answers
+    hands out the 96 MiB file well within it, as the kill test above shows)."""
+    import time
+
+    env = channel_env
+    env.reset()
+    _, _, _, _, info = env.step(STOP_THE_EXECUTOR_WHEN_JUDGED)
+    assert info["last_action_error"] == "", info["last_action_error"]
+    t0 = time.monotonic()
+    _, reward, terminated, truncated, info = env.step("DONE")
+    took = time.monotonic() - t0
+    assert (reward, terminated, truncated) == (0.0, False, False)
+    assert "did not answer" in info["last_action_error"], info["last_action_error"]
+    assert info["bunshin"]["cache"] == "error"
+    assert 19.0 <= took < 20.0 + 15.0, took  # it hung (the stop landed) until the judge's own timeout, no longer
+    obs, _ = env.reset()  # usable: a fresh episode starts
+    assert obs["instruction"].startswith("Sort the lines")

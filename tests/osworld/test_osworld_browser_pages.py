@@ -1,4 +1,5 @@
-"""Chromium page getters and their metrics (envs/osworld/evaluators/browser_pages.py).
+"""Chromium page getters and their metrics (envs/osworld/getters/browser_pages.py, evaluators/browser_pages.py, the
+relative-date rules of evaluators/judge_getters.py).
 
 Differential against OSWorld's own code (tests/osworld/reference.py): rule_relativeTime and time_diff_range on
 today's date, rule_relativeTime again on pinned dates (OSWorld's getter run with its `datetime.now` pinned), and
@@ -27,8 +28,9 @@ import pytest
 
 from envs.osworld.errors import EvaluatorError
 from envs.osworld.evaluators import GETTERS, METRICS
-from envs.osworld.evaluators import browser_pages
-from envs.osworld.evaluators.browser_pages import resolve_relative_time
+from envs.osworld.evaluators import browser_pages, judge_getters
+from envs.osworld.evaluators.judge_getters import resolve_relative_time
+from envs.osworld.getters import browser_pages as page_getters
 from envs.osworld.tasks import _freeze
 from tests.osworld.reference import REF_PY, RUNNER, assert_agree, needs_reference, reference
 
@@ -151,7 +153,7 @@ def test_relative_time_fills_each_placeholder_once_and_fixes_osworlds_month_zero
     no_zone = {k: v for k, v in _rules("this month").items() if k != "timezone"}
     today = dt.datetime.now().astimezone().date()
     assert GETTERS["rule_relativeTime"](None, {"rules": no_zone})["expected"]["time"].startswith(
-        browser_pages.fill_date_format("{DoW}, {Month} {DayD} {Year}", today))
+        judge_getters.fill_date_format("{DoW}, {Month} {DayD} {Year}", today))
 
 
 class _Omnibox:
@@ -172,7 +174,7 @@ def test_osworld_tasks_judge_the_omnibox_url(osworld_examples):
     from envs.osworld.evaluators import evaluate
     from envs.osworld.tasks import load_task
     chrome = osworld_examples / "chrome"
-    monday = browser_pages._RELATIVE_DAYS["next Monday"](dt.datetime.now().astimezone().date())
+    monday = judge_getters._RELATIVE_DAYS["next Monday"](dt.datetime.now().astimezone().date())
     trains = load_task(chrome / "82bc8d6a-36eb-4d2d-8801-ef714fb1e55a.json")
     url = "qatarairways.com/app/booking/flight-selection?fromStation=BOM&toStation=STO&departing={}"
     assert evaluate(trains, _Omnibox(url.format(f"{monday:%Y-%m-%d}"))) == 1.0
@@ -320,7 +322,7 @@ def test_omnibox_and_dom_getters_read_the_active_tab(clean_desktop):
 
 @pytest.mark.desktop
 def test_page_info_website_infos_and_pdf_use_fresh_tabs(clean_desktop, tmp_path):
-    from envs.osworld.evaluators.getters import _tabs
+    from envs.osworld.getters.common import _tabs
     from pypdf import PdfReader
     d = clean_desktop
     srv = _serve({
@@ -378,11 +380,11 @@ HOME_HTML = """<html><body><input id="hero-search-input"><button class="nav-sear
 
 @pytest.mark.desktop
 def test_recreation_flow_starts_a_closed_browser_again(clean_desktop, monkeypatch):
-    from envs.osworld.evaluators.getters import _tabs
+    from envs.osworld.getters.common import _tabs
     d = clean_desktop
     srv = _serve({"/": HOME_HTML, "/camp": CAMP_HTML})
     try:
-        monkeypatch.setattr(browser_pages, "RECREATION_URLS", (srv.base + "/",))
+        monkeypatch.setattr(page_getters, "RECREATION_URLS", (srv.base + "/",))
         assert _tabs(d) is None  # no browser: the getter starts one, as OSWorld's does
         get = GETTERS["gotoRecreationPage_and_get_html_content"]
         cfg = {"selector": "class", "class": "camp-sortable-column-header", "order": "2"}

@@ -1,4 +1,4 @@
-"""Chromium-profile evaluators (envs/osworld/evaluators/browser_profile.py) against OSWorld's own getters and
+"""Chromium-profile evaluators (envs/osworld/evaluators/browser_profile.py, getters/browser_profile.py) against OSWorld's own getters and
 metrics, and the chrome_close_tabs / update_browse_history config steps on a live Chromium.
 
 OSWorld's getters read ~/.config/google-chrome through env.controller, so each runs on a fake VM root whose

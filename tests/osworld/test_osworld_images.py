@@ -1,4 +1,4 @@
-"""OSWorld's image evaluators (envs/osworld/evaluators/images.py) against OSWorld's own (metrics/gimp.py,
+"""OSWorld's image evaluators (envs/osworld/evaluators/images.py, getters/images.py) against OSWorld's own (metrics/gimp.py,
 metrics/vlc.py compare_images, getters/info.py get_vm_wallpaper) on images built here with Pillow:
 gradients with shapes, their brighter / darker / saturated / contrasted / mirrored / resized / palette /
 JPEG versions, triangles, text boxes, green backgrounds.

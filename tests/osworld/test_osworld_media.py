@@ -1,4 +1,4 @@
-"""VLC and Thunderbird evaluators (envs/osworld/evaluators/media.py, mail.py): a differential test against
+"""VLC and Thunderbird evaluators (envs/osworld/getters/media.py; evaluators/media.py, mail.py): a differential test against
 OSWorld's own metrics on vlcrc / status.xml / prefs.js / msgFilterRules.dat files written here in the
 applications' formats, and live tests on the host desktop: VLC started as OSWorld's vlc tasks start it (plain
 `vlc FILE`, its HTTP interface enabled by vlcrc as in OSWorld's VM image, password "password"), read through
@@ -29,7 +29,7 @@ from types import SimpleNamespace
 import pytest
 
 from envs.osworld.evaluators import GETTERS, METRICS
-from envs.osworld.evaluators.media import _VIDEO_SUBTYPES
+from envs.osworld.getters.media import _VIDEO_SUBTYPES
 from tests.osworld.reference import REF_PY, assert_agree, needs_reference
 
 RICK = "Rick Astley - Never Gonna Give You Up (Official Music Video).mp4"

@@ -1,4 +1,4 @@
-"""Differential test of the Impress evaluators (envs/osworld/evaluators/slides.py) against OSWorld's own
+"""Differential test of the Impress evaluators (envs/osworld/evaluators/slides.py, getters/slides.py) against OSWorld's own
 metrics/slides.py and getters/impress.py, on real .pptx decks built here with python-pptx (text, fonts, sizes,
 bold, colours, alignment, levels, bullets, positions, pictures, freeforms, tables, groups, notes, backgrounds,
 transitions and media written into the slide XML), LibreOffice registrymodifications.xcu files and

@@ -1,8 +1,12 @@
 """Judging OSWorld tasks: `evaluate(task, session)` runs the evaluator's postconfig, its getters and metrics.
 
-Where it runs: in the judge's process, never inside a workspace (envs/osworld/judge.py). The getters that read
-the desktop's state run where the desktop is and hand their values out as data (`collect`); the judge's own
-getters (JUDGE_GETTERS: rules, expected files) and every metric run here.
+Where it runs: in the judge's process, never inside a workspace (envs/osworld/judge.py; .workspace-exclude
+names evaluators/, so no workspace holds this package). The getters that read the desktop's state
+(envs/osworld/getters/) run where the desktop is and hand their values out as data (`collect`); the judge's own
+getters (JUDGE_GETTERS: rules, expected files; judge_getters.py) and every metric run here.
+
+Modules: metrics.py (METRICS, the generic metrics), one module of metrics per application family
+(browser_pages, browser_profile, documents, files, images, mail, media, slides), judge_getters.py.
 
 Semantics (as OSWorld's DesktopEnv.evaluate):
   * func "infeasible": 1.0 iff the agent's last action was FAIL, else 0.0 (and a FAIL on a feasible task
@@ -18,20 +22,16 @@ Semantics (as OSWorld's DesktopEnv.evaluate):
 from __future__ import annotations
 
 
+from .. import getters
 from ..errors import EvaluatorError, OSWorldError, StateUnavailable
-from . import getters, metrics
-# modules by application family; importing them registers their metrics and getters
-from . import browser_pages, browser_profile, documents, files, images, mail, media, slides  # noqa: F401
-from .getters import GETTERS, get_value
-from .metrics import METRICS
+from ..getters import GETTERS, JUDGE_GETTERS, get_value
 from ..tasks import _thaw  # one JSON thaw for tasks and evaluators
+from . import metrics
+# modules by application family and the judge's own getters; importing them registers their metrics and getters
+from . import browser_pages, browser_profile, documents, files, images, judge_getters, mail, media, slides  # noqa: F401
+from .metrics import METRICS
 
 __all__ = ["evaluate", "GETTERS", "JUDGE_GETTERS", "METRICS", "getters", "metrics"]
-
-
-#: getters that read only the task's own config (and the host's download cache): the judge runs them itself and
-#: nothing of them enters a workspace; every other getter reads the desktop's state where it lives
-JUDGE_GETTERS = frozenset({"rule", "cloud_file", "rule_relativeTime", "time_diff_range"})
 
 
 def evaluate(task, session, last_action: str | None = None, *, details: list | None = None,

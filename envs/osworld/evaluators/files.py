@@ -1,7 +1,9 @@
-"""OSWorld evaluators for files of other kinds (PDF, archives, EPUB, HTML, MP3 tags, Python, SQLite) and for
+"""OSWorld's metrics for files of other kinds (PDF, archives, EPUB, HTML, MP3 tags, Python, SQLite) and for
 VS Code's and the OS's settings.
 
-Registers its metrics in metrics.METRICS and its getters in getters.GETTERS (imported by evaluators/__init__).
+Judge-only (envs/osworld/.workspace-exclude keeps evaluators/ out of every workspace): registers its metrics
+in metrics.METRICS (imported by evaluators/__init__); the getters whose values they compare are in
+getters/files.py.
 OSWorld's names and signatures; a bad *result* scores 0.0, a malformed *task* raises EvaluatorError.
 
 Metrics:
@@ -27,11 +29,6 @@ Metrics:
   is_utc_0                         `timedatectl status` shows a +0000 time zone
   check_text_enlarged              the text scaling factor is above 1
   check_moved_jpgs                 a directory listing is the expected set of names
-Getters:
-  vscode_config                    {"vscode_extension_command", "path", "dest"} → runs the command in VS Code's
-                                   palette (when its window is open), then a copy of the file (None if absent)
-  content_from_vm_file             {"path", "file_type": "xlsx", "file_content": "last_row"} → the sheet's last
-                                   row as strings (pandas' astype(str)), None if the file is absent
 """
 
 from __future__ import annotations
@@ -49,12 +46,10 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-import time
 import zipfile
 from typing import Any, Iterator, Mapping
 
 from ..errors import EvaluatorError
-from .getters import get_vm_file, getter
 from .metrics import METRICS, _read_text, _rule, match_value_to_rule, metric
 
 # ----------------------------------------------------------------------------------------------------
@@ -685,40 +680,3 @@ def check_moved_jpgs(directory_list: Any, rule: Mapping[str, Any]) -> float:
     else:
         return 0.0
     return float(len(names) == len(want) and set(names) == set(want))
-
-
-# ----------------------------------------------------------------------------------------------------
-# getters
-
-
-@getter("vscode_config")
-def get_vscode_config(session, config: Mapping[str, Any]) -> str | None:
-    """Runs config["vscode_extension_command"] from VS Code's command palette (ctrl+shift+p, the command, Enter;
-    only when a VS Code window is open, so the keys never land elsewhere), waits a second, and returns a copy of
-    config["path"] (the file the command writes) named config["dest"], None if absent."""
-    command = _rule(config, "vscode_extension_command", "vscode_config")
-    find = getattr(session, "find_window", None)
-    if find is not None and find("Visual Studio Code"):
-        session.activate_window("Visual Studio Code")
-        session.run_python(f"pyautogui.hotkey('ctrl', 'shift', 'p'); pyautogui.typewrite({command!r}); "
-                           "pyautogui.press('enter')")
-        time.sleep(1.0)
-    return get_vm_file(session, {"path": _rule(config, "path", "vscode_config"),
-                                 "dest": config.get("dest", os.path.basename(str(config["path"])))})
-
-
-@getter("content_from_vm_file")
-def get_content_from_vm_file(session, config: Mapping[str, Any]) -> list[str] | None:
-    """{"path", "file_type": "xlsx", "file_content": "last_row"}: the first sheet's last row (the header row is
-    not a data row), every cell as str by pandas' astype(str) (an empty cell stays NaN); None if the file is
-    absent."""
-    import pandas as pd
-    path = _rule(config, "path", "content_from_vm_file")
-    kind = (_rule(config, "file_type", "content_from_vm_file"), _rule(config, "file_content", "content_from_vm_file"))
-    if kind != ("xlsx", "last_row"):
-        raise EvaluatorError(f"content_from_vm_file: file_type/file_content {kind!r} unsupported; only "
-                             "('xlsx', 'last_row')")
-    local = get_vm_file(session, {"path": path, "dest": os.path.basename(str(path))})
-    if local is None:
-        return None
-    return pd.read_excel(local).iloc[-1].astype(str).tolist()

@@ -1,6 +1,8 @@
-"""OSWorld evaluators for images (GIMP's domain): similarity, size, colour and geometry checks.
+"""OSWorld's metrics for images (GIMP's domain): similarity, size, colour and geometry checks.
 
-Registers its metrics in metrics.METRICS and its getters in getters.GETTERS (imported by evaluators/__init__).
+Judge-only (envs/osworld/.workspace-exclude keeps evaluators/ out of every workspace): registers its metrics
+in metrics.METRICS (imported by evaluators/__init__); the getters whose values they compare are in
+getters/images.py.
 "Similar" below means SSIM >= 0.9 (7-pixel window, RGB) on two images of the same size, each side >= 7 px.
 
 Metrics (OSWorld's names and signatures; a missing or unreadable image scores 0.0):
@@ -21,26 +23,18 @@ Metrics (OSWorld's names and signatures; a missing or unreadable image scores 0.
   check_image_file_size(src, rule)  file size < rule max_size
   compare_images(image1, image2, reference_base_result=None)  grey SSIM at the smaller size; with a base
       score b: (ssim - b) / (1 - b) if ssim >= b + 0.01, else 0
-Getters:
-  vm_wallpaper  {"dest"} → a copy of the file GSettings' org.gnome.desktop.background picture-uri names,
-      None if it names no existing file
 """
 
 from __future__ import annotations
 
-import ast
 import functools
 import os
-import shutil
 from typing import Any, Callable, Mapping, Sequence
-from urllib.parse import unquote, urlparse
-
 import numpy as np
 from PIL import Image, ImageStat
 from skimage.metrics import structural_similarity
 
 from ..errors import EvaluatorError
-from .getters import cache_dir, getter
 from .metrics import _rule, metric
 
 _SSIM_WINDOW = 7
@@ -290,34 +284,3 @@ def compare_images(image1_path: str | None, image2_path: str | None, **options: 
     if base is None:
         return score
     return (score - base) / (1 - base) if score >= base + 0.01 else 0.0
-
-
-# ----------------------------------------------------------------------------------------------------
-# getters
-
-
-def _gvariant_string(text: str) -> str:
-    """The value of a GVariant string as `gsettings get` prints it ('...' or "..." with C escapes)."""
-    text = text.strip()
-    if text[:1] in ("'", '"'):
-        try:
-            return str(ast.literal_eval(text))
-        except (ValueError, SyntaxError):
-            return text[1:-1]
-    return text
-
-
-@getter("vm_wallpaper")
-def get_vm_wallpaper(session, config: Mapping[str, Any]) -> str | None:
-    """A copy of the desktop's wallpaper in the evaluation cache (named by config["dest"]), None if none."""
-    p = session.run_task_command(["gsettings", "get", "org.gnome.desktop.background", "picture-uri"])
-    if p.returncode != 0:
-        return None
-    uri = _gvariant_string(p.stdout)
-    path = unquote(urlparse(uri).path) if uri.startswith("file://") else uri
-    src = session.vm_path(path) if path else ""
-    if not os.path.isfile(src):
-        return None
-    local = os.path.join(cache_dir(session), os.path.basename(str(config.get("dest") or src)))
-    shutil.copyfile(src, local)
-    return local

@@ -1,17 +1,15 @@
-"""Evaluator getters: turn a task's `result` / `expected` config into the value a metric compares.
+"""The getter registry and the getters every application shares: a task's `result` / `expected` config → the value
+of the desktop's state that a metric (evaluators/, judge-only) compares.
 
 Each getter is `fn(session, config) -> value` under OSWorld's getter `type` name (registered in GETTERS):
     vm_file             {"path": str | [str], "dest": str | [str], "multi"?, "gives"?} → local copy path(s),
                         None where the file does not exist (a copy, so later desktop changes don't leak in)
-    cloud_file          {"path": url | [url], "dest", "multi"?, "gives"?} → a copy of the file the host
-                        downloaded for the URL (tasks.downloaded_file; shipped task files by name)
     gimp_config_file    {"file_name", "dest"} → a copy of ~/.config/GIMP/2.10/<file_name>, None if absent
     cache_file          {"path"} → the evaluation cache's file of that name (an execute step's "stdout"
                         or "stderr" wrote it), None if absent
     vm_command_line     {"command": str | [str], "shell"?} → stdout (str)
     vm_command_error    {"command", "shell"?} → stderr (str)
     vm_terminal_output  {} → the newest terminal's text (str | None)
-    rule                {"rules": any} → rules, unchanged
     accessibility_tree  {} → the OSWorld-style a11y XML (str)
     active_tab_info     {} → {"title", "url"} of Chromium's active tab (DevTools HTTP endpoint), or None
     open_tabs_info      {} → [{"title", "url"}] of every open page tab
@@ -19,7 +17,10 @@ Each getter is `fn(session, config) -> value` under OSWorld's getter `type` name
     list_directory      {"path"} → sorted entry names (list) or None
     file_exists         {"path"} → bool (ours; OSWorld tasks use vm_command_line for this)
 
-Owns: reading state out of a desktop. Does not own: judging (metrics.py), setup (tasks.py).
+Runs where the desktop is (inside the workspace, through osworld.collect; in-process for a host desktop).
+Owns: reading state out of a desktop, the GETTERS registry, the evaluation cache (cache_dir), and JUDGE_GETTERS
+(the names of the getters that read the task's own data: only the judge runs them, evaluators/judge_getters.py).
+Does not own: judging (evaluators/), setup (tasks.py).
 """
 
 from __future__ import annotations
@@ -30,9 +31,13 @@ from typing import Any, Callable, Mapping
 
 from ..errors import EvaluatorError, TaskConfigError
 
-__all__ = ["GETTERS", "getter", "get_value"]
+__all__ = ["GETTERS", "JUDGE_GETTERS", "getter", "get_value", "cache_dir"]
 
 GETTERS: dict[str, Callable[[Any, Mapping[str, Any]], Any]] = {}
+
+#: getters that read only the task's own config (and the host's download cache): the judge runs them itself
+#: (evaluators/judge_getters.py registers them in the judge's process) and a workspace refuses them
+JUDGE_GETTERS = frozenset({"rule", "cloud_file", "rule_relativeTime", "time_diff_range"})
 
 
 def getter(name: str):
@@ -103,18 +108,6 @@ def get_cache_file(session, config: Mapping[str, Any]) -> str | None:
     return path if os.path.isfile(path) else None
 
 
-@getter("cloud_file")
-def get_cloud_file(session, config: Mapping[str, Any]) -> Any:
-    from ..tasks import downloaded_file
-
-    def one(url: str, dest: str) -> str | None:
-        src = downloaded_file(url, getattr(session, "downloads", {}))
-        local = os.path.join(cache_dir(session), "expected-" + os.path.basename(dest))
-        shutil.copyfile(src, local)
-        return local
-    return _multi(session, config, one)
-
-
 def _command(session, config: Mapping[str, Any]):
     return session.run_task_command(config["command"], shell=bool(config.get("shell", False)),
                                     timeout=float(config.get("timeout", 60)))
@@ -133,13 +126,6 @@ def get_vm_command_error(session, config: Mapping[str, Any]) -> str:
 @getter("vm_terminal_output")
 def get_vm_terminal_output(session, config: Mapping[str, Any]) -> str | None:
     return session.terminal_output()
-
-
-@getter("rule")
-def get_rule(session, config: Mapping[str, Any]) -> Any:
-    if "rules" not in config:
-        raise EvaluatorError("getter 'rule' needs a 'rules' field")
-    return config["rules"]
 
 
 @getter("accessibility_tree")
