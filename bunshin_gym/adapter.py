@@ -1,8 +1,9 @@
 """The small interface through which an env package plugs into BunshinEnv (no env keys known here).
 
 An env package (envs/webarena, envs/osworld) implements `EnvAdapter`: the workspace to run, how a task
-is loaded, which executor calls reset/step/observe, how its judge reads an end state from outside, how a raw executor answer becomes the
-observation dict, the canonical form of an action (the prefix-cache key) and prompt rendering for policies.
+is loaded, which executor calls reset/step/observe, how its judge reads an end state from outside, how a raw
+executor answer becomes the observation dict, the canonical form of an action (the prefix-cache key) and prompt
+rendering for policies.
 """
 from __future__ import annotations
 

@@ -4,7 +4,8 @@ action spaces, task files, evaluators and ~30 shipped tasks with oracle trajecto
 Nothing starts on import. Layout: desktop.py (services, session, observation), a11y.py (AT-SPI → XML),
 actions.py (pyautogui / computer_13), tasks.py (schema + config steps), getters/ (the state getters a workspace
 runs for the judge), evaluators/ (metrics, the judge's own getters, evaluate: judge-only), judge.py (the judge
-outside the workspace), harness.py (reset → config → actions → evaluate), tasks/*.json, oracles/*.json, task_files/ (given to the agent), judge_files/ (never in a workspace).
+outside the workspace), harness.py (reset → config → actions → evaluate), tasks/*.json, oracles/*.json,
+task_files/ (given to the agent), judge_files/ (never in a workspace).
 """
 
 from .actions import ACTION_SPACES, Action, ActionError, ActionResult, execute, parse_action, to_pyautogui

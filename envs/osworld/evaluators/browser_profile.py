@@ -1,4 +1,5 @@
-"""OSWorld's metrics for Chromium's profile: settings, bookmarks, cookies, extensions (OSWorld's Chrome getters that read profile files).
+"""OSWorld's metrics for Chromium's profile: settings, bookmarks, cookies, extensions (what the getters of
+getters/browser_profile.py read from the profile files).
 
 Judge-only (envs/osworld/.workspace-exclude keeps evaluators/ out of every workspace): registers its metrics
 in metrics.METRICS (imported by evaluators/__init__); the getters whose values they compare are in

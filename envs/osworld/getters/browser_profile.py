@@ -1,4 +1,5 @@
-"""OSWorld's state getters for Chromium's profile: settings, bookmarks, cookies, extensions (OSWorld's Chrome getters that read profile files).
+"""OSWorld's state getters for Chromium's profile: settings, bookmarks, cookies, extensions (OSWorld's Chrome
+getters that read profile files).
 
 Runs where the desktop is (inside the workspace, through osworld.collect): registers its getters in
 getters.common.GETTERS and compares nothing; its metrics are in evaluators/browser_profile.py, which no workspace holds.
