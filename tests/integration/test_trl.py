@@ -20,7 +20,7 @@ import pytest
 pytest.importorskip("trl", reason="requires trl (pip install 'bunshin-gym[train]')")
 
 from bunshin_gym.server import ServerProcess  # noqa: E402
-from bunshin_gym.trl_envs import ObservationBudget, WebArenaToolEnv, ledger  # noqa: E402
+from bunshin_gym.trl_envs import ObservationBudget, OSWorldToolEnv, WebArenaToolEnv, ledger  # noqa: E402
 
 pytestmark = [pytest.mark.criu, pytest.mark.browser, pytest.mark.slow]
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "trl_grpo.py"
@@ -83,3 +83,31 @@ def test_tool_env_contract_row_replies_and_end(tmp_path):
         assert env.get_reward() == 1.0
         g = ledger().groups()[-1]
         assert (g.rollouts, g.tool_calls, g.steps) == (1, 2, 2)
+
+
+@pytest.mark.desktop
+def test_osworld_tool_env_oracle_scores_1_unfinished_rollout_is_judged_and_scores_0():
+    """OSWorld through TRL's tool contract: the oracle's pyautogui code through `run_pyautogui`, then `done`,
+    scores 1; a rollout that never acts is ended and judged at get_reward: 0. The ledger counts the first
+    rollout's tool calls, and the second start of the task as no first start."""
+    from envs.osworld.tasks import load_oracle
+
+    tools = [n for n, _ in inspect.getmembers(OSWorldToolEnv, predicate=inspect.isfunction)
+             if not n.startswith("_") and n not in ("reset", "get_reward")]
+    assert set(tools) == {"run_pyautogui", "wait", "done", "fail"}
+    ledger().clear()
+    with OSWorldToolEnv(budget=ObservationBudget(max_chars=2000, screenshot="none")) as env:
+        text = env.reset(prompt=[{"role": "user", "content": "hi"}], task_id="os-sort-names")
+        assert "names" in text.lower() and len(text) <= 2000 and isinstance(text, str)
+        *code, last = load_oracle("os-sort-names")
+        assert last == "DONE"
+        for c in code:
+            reply = env.run_pyautogui(c)
+            assert "episode has ended" not in reply
+        assert "the task was submitted" in env.done()
+        assert env.get_reward() == 1.0
+        env.reset(task_id="os-sort-names")
+        assert env.get_reward() == 0.0
+    first, second = ledger().groups()[-2:]
+    assert (first.rollouts, first.first_of_task, first.tool_calls) == (1, 1, len(code) + 1)
+    assert (second.rollouts, second.first_of_task, second.tool_calls) == (1, 0, 0)
