@@ -251,13 +251,14 @@ def bench_trl(groups: str = typer.Option("4,8", help="group sizes G"),
               steps: int = typer.Option(2, help="GRPO steps per group size"),
               actions: int = typer.Option(6, help="actions per rollout"),
               browsergym: str = typer.Option("auto", help="baseline: auto, on, off"),
+              backend: str = typer.Option("auto", help="Bunshin's memory backend: auto, ksm, memfile, private, kmod"),
               out: Path = typer.Option(Path("bench-out/trl"), help="output directory")) -> None:
     """Env seconds per GRPO step and peak memory, Bunshin vs BrowserGym (TRL's environment_factory pattern)
     -> OUT/trl.json, OUT/trl.png."""
     from benchmarks.trl_bench import Args, run
 
     result = run(Args(groups=tuple(int(g) for g in groups.split(",") if g), steps=steps, actions=actions,
-                      browsergym=browsergym, out=str(out)))
+                      browsergym=browsergym, backend=backend, out=str(out)))
     for g, row in result["groups"].items():
         typer.echo(f"G={g}: env s/step bunshin {row['bunshin']['env_s_per_step_mean']} browsergym "
                    f"{(row['browsergym'] or {}).get('env_s_per_step_mean')} (ratio {row.get('env_time_ratio')}); "

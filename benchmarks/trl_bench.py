@@ -45,6 +45,8 @@ class Args:
     """Bunshin's task (its start page is the site's front page, as BrowserGym's openended task's)"""
     browsergym: str = "auto"
     """baseline: auto (if installed), on, off"""
+    backend: str = "auto"
+    """Bunshin's memory backend (gym.make's `backend`): auto, ksm, memfile, private, kmod"""
     out: str = "bench-out/trl"
     extra: dict = field(default_factory=dict)
 
@@ -63,8 +65,8 @@ def measure_bunshin(a: Args, group: int) -> dict:
 
     reset_prefix_cache()  # every group size starts with a cold cache
     seq = scripted_sequence()[: a.actions]
-    envs = [gym.make("BunshinWebArena-v0", task_id=a.task, diagnostics=True, max_steps=a.actions + 1)
-            for _ in range(group)]
+    envs = [gym.make("BunshinWebArena-v0", task_id=a.task, diagnostics=True, max_steps=a.actions + 1,
+                     backend=a.backend) for _ in range(group)]
     out: dict = {"env_s_per_step": [], "pss_mb": [], "hits": 0, "steps": 0, "sources": {}, "errors": []}
     try:
         envs[0].reset()  # the task snapshot, built once per process: outside the timing
