@@ -505,6 +505,23 @@ def test_a_dump_log_names_the_thread_proc_files_a_restore_could_not_reopen(tmp_p
     assert criu.thread_proc_files(tmp_path / "missing.log") == []
 
 
+def test_a_dumps_files_image_names_the_thread_proc_files_at_any_log_level(tmp_path):
+    """The same check as the log's, read from files.img: the hot path's dump logs only errors and warnings."""
+    import pycriu.images
+
+    from forkcore import criu
+
+    names = ["/proc/123/statm", "/proc/123/task/123/status", "/proc/180/task/192/status", "/proc/180/task/193",
+             "/usr/lib/x86_64-linux-gnu/libc.so.6"]
+    fown = {"uid": 0, "euid": 0, "signum": 0, "pid_type": 0, "pid": 0}
+    with open(tmp_path / "files.img", "wb") as f:
+        pycriu.images.dump({"magic": "FILES", "entries": [
+            {"id": i, "type": "REG", "reg": {"id": i, "flags": 0, "pos": 0, "fown": fown, "name": n}}
+            for i, n in enumerate(names, 1)]}, f)
+    assert criu.thread_proc_files_in_images(tmp_path) == ["/proc/180/task/192/status", "/proc/180/task/193"]
+    assert criu.thread_proc_files_in_images(tmp_path / "none") == []
+
+
 @pytest.mark.parametrize("limit", ["timeout", "log"])
 def test_a_restore_stopped_midway_leaves_no_process_behind(snapshot, monkeypatch, limit):
     """A restore that times out, or whose log runs away (CRIU looping on a damaged image filled 14 GB of disk
