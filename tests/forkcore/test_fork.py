@@ -447,6 +447,38 @@ def test_dump_retries_when_a_process_is_caught_mid_exit(tmp_path, caplog):
         ws.destroy()
 
 
+@pytest.mark.parametrize("recurs", [False, True])
+def test_a_dump_criu_fails_is_taken_again_with_the_full_log(monkeypatch, recurs):
+    """The hot path's dump logs errors and warnings only: a dump CRIU fails by itself is taken again at -v4, which
+    either succeeds (a passing failure) or fails again and keeps its full log."""
+    import subprocess
+
+    from forkcore import ServiceSpec, WorkspaceSpec, criu
+
+    real, seen = criu.dump, []
+
+    def failing(opts, timeout=300):
+        seen.append(opts.verbosity)
+        if len(seen) == 1 or recurs:
+            (opts.images_dir / opts.log_file).write_text(f"(00.1) -v{opts.verbosity}\n"
+                                                          "(00.2) Error (criu/cr-dump.c:1): Dumping FAILED.\n")
+            return subprocess.CompletedProcess([], 1, "", "")
+        return real(opts, timeout)
+
+    monkeypatch.setattr(criu, "dump", failing)
+    ws = Workspace.start(WorkspaceSpec("dumpretry", services=(ServiceSpec.make("idle", ["sleep", "1000"]),)))
+    try:
+        if recurs:
+            with pytest.raises(SnapshotError, match="full log: ") as failed:
+                ws.snapshot()
+            assert "-v4" in Path(failed.value.log_path).read_text(), "the kept log is the full one"
+        else:
+            _a_clone_runs_python(ws.snapshot())
+    finally:
+        ws.destroy()
+    assert seen == [criu.DUMP_VERBOSITY, criu.FULL_VERBOSITY]
+
+
 def _a_clone_runs_python(snap) -> None:
     """A private clone of `snap` restores and runs Python; the snapshot is released after."""
     import sys
