@@ -41,13 +41,14 @@ def _run_fork(args) -> None:
 
     rows = run(args)
     out = Path(args.out)
-    typer.echo(f"{'backend':<9} {'clones':>6} {'snapshot_s':>10} {'prepare_s':>9} {'fork_p50_s':>10} "
+    typer.echo(f"{'backend':<9} {'clones':>6} {'snapshot_s':>10} {'frozen_s':>8} {'prepare_s':>9} {'fork_p50_s':>10} "
                f"{'critical_s':>10} {'memory_mb':>10} {'pss_mb':>8}")
     for r in rows:
         if r["standby"]:
-            typer.echo(f"{r['backend']:<9} {'1 (standby thaw)':>38} {r['critical_path_s']:>10.3f}")
+            typer.echo(f"{r['backend']:<9} {'1 (standby thaw)':>47} {r['critical_path_s']:>10.3f}")
             continue
-        typer.echo(f"{r['backend']:<9} {r['clones']:>6} {r['snapshot_s']:>10.3f} {r['prepare_s']:>9.3f} "
+        frozen = "-" if r.get("source_frozen_s") is None else f"{r['source_frozen_s']:.3f}"
+        typer.echo(f"{r['backend']:<9} {r['clones']:>6} {r['snapshot_s']:>10.3f} {frozen:>8} {r['prepare_s']:>9.3f} "
                    f"{r['fork_p50_s']:>10.3f} {r['critical_path_s']:>10.3f} {r['memory_mb']:>10.1f} "
                    f"{r['pss_mb']:>8.1f}")
     typer.echo(f"wrote {out / 'fork.json'} and {out / 'fork.png'}")

@@ -8,8 +8,13 @@ used by source + clones above the pre-run baseline. Baseline in the same run: th
 
 Writes OUT/fork.json (rows {"backend", "clones", "standby": false, "snapshot_s", "prepare_s", "fork_p50_s",
 "critical_path_s", "critical_path_vs_dump_plus_restore", "memory_mb", "workspace_mb", "os_fork_floor_s", "pss_mb",
-"workspace_pss_mb"}, and per backend one row {"backend", "clones": 1, "standby": true, "critical_path_s",
-"takes"}) and OUT/fork.png. critical_path_s: from the call until every clone answered its first command —
+"workspace_pss_mb", "source_frozen_s", "freeze_phases"}, and per backend one row {"backend", "clones": 1,
+"standby": true, "critical_path_s", "takes", "snapshot_s", "source_frozen_s", "freeze_phases"}) and OUT/fork.png.
+source_frozen_s: how long the source stood frozen for the row's snapshot (CRIU's frozen_time; the rest of
+snapshot_s it ran on); freeze_phases: where that time went (`Snapshot.freeze_phases`: frozen_s, freezing_s (the
+seize, before the window), memdump_s (pages collected and written; memwrite_s of it the writing),
+irmap_resolve_s, upper_copy_s (the overlay upper copied into the snapshot's layer in CRIU's post-dump, still
+frozen), other_s (files, sockets, mounts with their tmpfs tars, namespaces), pages_written, pages_scanned). critical_path_s: from the call until every clone answered its first command —
 for `standby: false` rows `Workspace.fork(n)` of the live source (one dump, then the restores in parallel),
 for the standby row a thaw of a clone the pool restored beforehand (forkcore.standby). memory_mb is host memory
 above the pre-run baseline (what the issue asks; noisy on a shared machine), pss_mb the summed PSS of
@@ -124,15 +129,22 @@ def standby_takes_s(snap, backend: str, takes: int, method: str = "probe.counter
     return times
 
 
+def freeze_fields(snap) -> dict:
+    """The row fields of a snapshot's frozen window: source_frozen_s and freeze_phases (None/{} without CRIU stats)."""
+    frozen = snap.frozen_s
+    return {"source_frozen_s": None if frozen is None else round(frozen, 4), "freeze_phases": snap.freeze_phases}
+
+
 def standby_row(ws: Workspace, backend: str, takes: int) -> dict:
     """One clone of a retained snapshot with a standby ready: thaw + first answer (p50 over `takes`)."""
     snap = ws.snapshot()
+    phases = freeze_fields(snap)
     try:
         times = standby_takes_s(snap, backend, takes)
     finally:
         snap.release()
     return {"backend": backend, "clones": 1, "standby": True, "critical_path_s": round(statistics.median(times), 4),
-            "takes": takes, "snapshot_s": round(snap.dump_s, 4)}
+            "takes": takes, "snapshot_s": round(snap.dump_s, 4), **phases}
 
 
 def run(args: Args) -> list[dict]:
@@ -158,6 +170,7 @@ def run(args: Args) -> list[dict]:
         for backend in backends:
             for n in args.clones:
                 snap = ws.snapshot()
+                phases = freeze_fields(snap)
                 t0 = time.monotonic()
                 images = get_backend(backend).prepare(snap)
                 prepare_s = time.monotonic() - t0
@@ -187,7 +200,7 @@ def run(args: Args) -> list[dict]:
                              "critical_path_vs_dump_plus_restore": round(critical / (snap.dump_s + fork_p50), 3),
                              "memory_mb": round(memory_mb, 1), "workspace_mb": round(workspace_mb, 1),
                              "pss_mb": round(pss_mb, 1), "workspace_pss_mb": round(workspace_pss_mb, 1),
-                             "os_fork_floor_s": round(floor, 6)})
+                             "os_fork_floor_s": round(floor, 6), **phases})
                 bar.write(json.dumps(rows[-1]))
                 time.sleep(1)
             rows.append(standby_row(ws, backend, args.standby_takes))

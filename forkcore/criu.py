@@ -100,6 +100,7 @@ class DumpOptions:
     action_env: tuple[tuple[str, str], ...] = ()
     ghost_limit: str = "64M"  #: largest unlinked-but-open file CRIU copies into the image
     log_file: str = "dump.log"  #: relative to images_dir
+    verbosity: int = 4  #: CRIU's log level (-vN): 1 errors, 2 + warnings, 3 + info, 4 + debug
 
 
 @dataclass(frozen=True)
@@ -114,8 +115,14 @@ class RestoreOptions:
     exec_prefix: tuple[str, ...] = ()  #: e.g. joining the clone's cgroups, a helper setting PR_SET_MEMORY_MERGE
 
 
+#: CRIU's log level for a snapshot's dump: 2 (errors and warnings; a Chromium workspace's log ~7 KB instead of
+#: 6.3 MB at -v4, written line by line while the tree is frozen). What the dump is checked for afterwards does not
+#: need more: its errors (`dump_raced`) and its files image (`thread_proc_files_in_images`). A dump that fails is
+#: taken again at FULL_VERBOSITY, so a failure that recurs keeps the whole log.
+DUMP_VERBOSITY = 2
+FULL_VERBOSITY = 4
 # Workspaces have loopback only, so CRIU need not lock the network with iptables.
-_COMMON = ["--file-locks", "--tcp-established", "--manage-cgroups=ignore", "--network-lock", "skip", "-v4"]
+_COMMON = ["--file-locks", "--tcp-established", "--manage-cgroups=ignore", "--network-lock", "skip"]
 
 
 #: Where CRIU looks for an inotify watch's path when the watched inode's file handle cannot be opened (a /usr on
@@ -125,7 +132,7 @@ IRMAP_SCAN_PATHS = ("/usr/share/zoneinfo",)
 
 def dump(opts: DumpOptions, timeout: float = 300) -> subprocess.CompletedProcess:
     cmd = [require_criu(), "dump", "-t", str(opts.pid), "-D", str(opts.images_dir), "--leave-running",
-           "--ghost-limit", opts.ghost_limit, "-o", opts.log_file, *_COMMON]
+           "--ghost-limit", opts.ghost_limit, "-o", opts.log_file, f"-v{opts.verbosity}", *_COMMON]
     for path in IRMAP_SCAN_PATHS:
         cmd += ["--irmap-scan-path", path]
     for mnt, key in opts.external_mounts:
@@ -237,7 +244,7 @@ def restore(opts: RestoreOptions, timeout: float = 300,
     passes `log_limit_bytes` (default RESTORE_LOG_LIMIT) is killed and returns exit -9. Either way CRIU's own
     process is gone but tasks it forked may not be: the caller kills them (forkcore: the clone's cgroup)."""
     cmd = [*opts.exec_prefix, require_criu(), "restore", "-D", str(opts.images_dir), "-d", "--root", str(opts.root),
-           "--pidfile", str(opts.pidfile), "-o", str(opts.log_file), *_COMMON]
+           "--pidfile", str(opts.pidfile), "-o", str(opts.log_file), "-v4", *_COMMON]
     for key, host_path in opts.external_mounts:
         cmd += ["--external", f"mnt[{key}]:{host_path}"]
     p = _start(cmd, criu_env(), action="restore")
@@ -357,6 +364,28 @@ def dump_raced(log_path: Path) -> bool:
 #: its children's threads' status). CRIU restores a process's files before it creates its threads, so such a file
 #: (other than the leader's own, task/<pid>) cannot be opened again and the whole restore fails.
 _THREAD_PROC_FILE = re.compile(rb"Dumping path for \d+ fd via self \d+ \[(/proc/(\d+)/task/(\d+)(?:/[^\]]*)?)\]")
+
+
+def thread_proc_files_in_images(images_dir: Path) -> list[str]:
+    """What `thread_proc_files` finds in a -v3/-v4 log, read from the dump's files image instead (at any log level):
+    the regular files it recorded whose path is a non-leader thread's /proc/<pid>/task/<tid> entry."""
+    path = Path(images_dir) / "files.img"
+    if not path.exists():
+        return []
+    import pycriu.images  # comes with CRIU (scripts/setup.sh)
+
+    with open(path, "rb") as f:
+        entries = pycriu.images.load(f)["entries"]
+    out = set()
+    for e in entries:
+        name = (e.get("reg") or {}).get("name", "")
+        m = _THREAD_PROC_NAME.match(name)
+        if m and m[2] != m[3]:
+            out.add(name)
+    return sorted(out)
+
+
+_THREAD_PROC_NAME = re.compile(r"(/proc/(\d+)/task/(\d+)(?:/.*)?)$")
 
 
 def thread_proc_files(log_path: Path) -> list[str]:

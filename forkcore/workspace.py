@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import dataclasses
 import ctypes
 import heapq
 import itertools
@@ -46,12 +47,17 @@ _REPO_ROOT = Path(__file__).resolve().parent.parent
 DUMP_ATTEMPTS = 3
 MEM_MOUNT = "/opt/bunshin/mem"  #: the memfile backend's shared tmpfs, bound read-only into every workspace
 _ACTION_SCRIPT = """#!/bin/sh
-# CRIU action script (forkcore): copy the overlay upper while the dumped tree is still frozen.
+# CRIU action script (forkcore): copy the overlay upper while the dumped tree is still frozen (post-dump runs
+# before CRIU thaws it), noting when the copy began and ended (ns) for Snapshot.freeze_phases.
 if [ "$CRTOOLS_SCRIPT_ACTION" = "post-dump" ]; then
+  t0=$(date +%s%N)
   cp -a --reflink=auto "$BUNSHIN_UPPER" "$BUNSHIN_LAYER" || exit 1
+  echo "$t0 $(date +%s%N)" > "$BUNSHIN_UPPER_COPY_TIMES"
 fi
 exit 0
 """
+#: what the action script notes in a snapshot's dir: the upper copy's start and end (ns since the epoch)
+UPPER_COPY_TIMES = "upper-copy.ns"
 
 
 _LIVE: "weakref.WeakSet[Workspace]" = weakref.WeakSet()
@@ -487,24 +493,37 @@ class Workspace:
                 opts = criu.DumpOptions(
                     pid=self.init_pid, images_dir=images,
                     external_mounts=tuple((m, k) for m, k, _ in _external_mounts(self.dev_nodes)),
-                    action_script=str(script),
-                    action_env=(("BUNSHIN_UPPER", str(self.dir / "rw/upper")), ("BUNSHIN_LAYER", str(layer))))
+                    action_script=str(script), verbosity=criu.DUMP_VERBOSITY,
+                    action_env=(("BUNSHIN_UPPER", str(self.dir / "rw/upper")), ("BUNSHIN_LAYER", str(layer)),
+                                ("BUNSHIN_UPPER_COPY_TIMES", str(snap_dir / UPPER_COPY_TIMES))))
+                verbosity = criu.DUMP_VERBOSITY
                 for attempt in range(1, DUMP_ATTEMPTS + 1):
                     t0 = time.monotonic()
                     try:
-                        r = criu.dump(opts)
+                        r = criu.dump(dataclasses.replace(opts, verbosity=verbosity))
                     except subprocess.TimeoutExpired as e:  # CRIU was killed: it may have left damage too
                         raise dump_failed(f"criu dump of {self.id} timed out after {e.timeout}s")
                     dump_s = time.monotonic() - t0
-                    unrestorable = criu.thread_proc_files(images / "dump.log") if r.returncode == 0 else []
-                    if attempt == DUMP_ATTEMPTS or not (unrestorable or r.returncode != 0 and criu.dump_raced(
-                            images / "dump.log")):
+                    # read from the images (after the thaw), not from the log, which is short on the hot path
+                    unrestorable = criu.thread_proc_files_in_images(images) if r.returncode == 0 else []
+                    raced = r.returncode != 0 and criu.dump_raced(images / "dump.log")
+                    # CRIU's own failure of a dump logged briefly is taken again with the full log, kept if it
+                    # recurs; not one killed from outside (a signal: nothing to learn, and it may have left damage)
+                    quiet_failure = (r.returncode > 0 and not raced and verbosity < criu.FULL_VERBOSITY
+                                     and self.alive and not self._damage_after_a_failed_dump(settle_s=0))
+                    if attempt == DUMP_ATTEMPTS or not (unrestorable or raced or quiet_failure):
                         break
-                    # A process exited or a socket closed while CRIU seized the tree (e.g. a Chromium helper), or
-                    # a process held a thread's /proc file for a moment: the tree still runs; take it again.
-                    log.info("criu dump of %s raced a changing process tree (attempt %d%s); retrying", self.id,
-                             attempt, f", open: {', '.join(unrestorable)}" if unrestorable else "")
+                    if quiet_failure:
+                        log.info("criu dump of %s failed (exit %d, attempt %d): taking it again with the full log",
+                                 self.id, r.returncode, attempt)
+                        verbosity = criu.FULL_VERBOSITY
+                    else:
+                        # A process exited or a socket closed while CRIU seized the tree (e.g. a Chromium helper),
+                        # or a process held a thread's /proc file for a moment: the tree still runs; take it again.
+                        log.info("criu dump of %s raced a changing process tree (attempt %d%s); retrying", self.id,
+                                 attempt, f", open: {', '.join(unrestorable)}" if unrestorable else "")
                     shutil.rmtree(layer, ignore_errors=True)
+                    (snap_dir / UPPER_COPY_TIMES).unlink(missing_ok=True)
                     for f in images.iterdir():
                         f.unlink()
                     time.sleep(0.2 * attempt)
@@ -691,6 +710,29 @@ class Snapshot:
         rest of `dump_s` ran while the workspace ran on); None when CRIU recorded no stats."""
         frozen_us = criu.stats(self.images, "dump").get("frozen_time")
         return None if frozen_us is None else frozen_us / 1e6
+
+    @property
+    def freeze_phases(self) -> dict[str, float | int]:
+        """Where the frozen time of this snapshot's dump went (seconds; CRIU's stats-dump and the action script's
+        notes): frozen_s (the whole window), freezing_s (seizing the tree, before it), memdump_s (collecting and
+        writing the pages, memwrite_s of it the writing), irmap_resolve_s (finding inotify watches' paths),
+        upper_copy_s (the overlay upper copied into the layer, in CRIU's post-dump), other_s (the rest: files,
+        sockets, mounts and their tmpfs tars, namespaces, registers); pages_written, pages_scanned. {} when
+        CRIU recorded no stats."""
+        st = criu.stats(self.images, "dump")
+        if "frozen_time" not in st:
+            return {}
+        out: dict[str, float | int] = {k.removesuffix("_time") + "_s": round(st.get(k, 0) / 1e6, 4) for k in (
+            "frozen_time", "freezing_time", "memdump_time", "memwrite_time", "irmap_resolve")}
+        try:
+            start, end = map(int, (self.dir / UPPER_COPY_TIMES).read_text().split())
+            out["upper_copy_s"] = round((end - start) / 1e9, 4)
+        except (OSError, ValueError):
+            out["upper_copy_s"] = None
+        out["other_s"] = round(out["frozen_s"] - out["memdump_s"] - out["irmap_resolve_s"]
+                               - (out["upper_copy_s"] or 0.0), 4)
+        out["pages_written"], out["pages_scanned"] = st.get("pages_written", 0), st.get("pages_scanned", 0)
+        return out
 
     def size_bytes(self) -> int:
         total = 0

@@ -447,6 +447,38 @@ def test_dump_retries_when_a_process_is_caught_mid_exit(tmp_path, caplog):
         ws.destroy()
 
 
+@pytest.mark.parametrize("recurs", [False, True])
+def test_a_dump_criu_fails_is_taken_again_with_the_full_log(monkeypatch, recurs):
+    """The hot path's dump logs errors and warnings only: a dump CRIU fails by itself is taken again at -v4, which
+    either succeeds (a passing failure) or fails again and keeps its full log."""
+    import subprocess
+
+    from forkcore import ServiceSpec, WorkspaceSpec, criu
+
+    real, seen = criu.dump, []
+
+    def failing(opts, timeout=300):
+        seen.append(opts.verbosity)
+        if len(seen) == 1 or recurs:
+            (opts.images_dir / opts.log_file).write_text(f"(00.1) -v{opts.verbosity}\n"
+                                                          "(00.2) Error (criu/cr-dump.c:1): Dumping FAILED.\n")
+            return subprocess.CompletedProcess([], 1, "", "")
+        return real(opts, timeout)
+
+    monkeypatch.setattr(criu, "dump", failing)
+    ws = Workspace.start(WorkspaceSpec("dumpretry", services=(ServiceSpec.make("idle", ["sleep", "1000"]),)))
+    try:
+        if recurs:
+            with pytest.raises(SnapshotError, match="full log: ") as failed:
+                ws.snapshot()
+            assert "-v4" in Path(failed.value.log_path).read_text(), "the kept log is the full one"
+        else:
+            _a_clone_runs_python(ws.snapshot())
+    finally:
+        ws.destroy()
+    assert seen == [criu.DUMP_VERBOSITY, criu.FULL_VERBOSITY]
+
+
 def _a_clone_runs_python(snap) -> None:
     """A private clone of `snap` restores and runs Python; the snapshot is released after."""
     import sys
@@ -503,6 +535,23 @@ def test_a_dump_log_names_the_thread_proc_files_a_restore_could_not_reopen(tmp_p
                    "(02.3) Dumping path for 117 fd via self 44 [/proc/180/task/193]\n")
     assert criu.thread_proc_files(log) == ["/proc/180/task/192/status", "/proc/180/task/193"]
     assert criu.thread_proc_files(tmp_path / "missing.log") == []
+
+
+def test_a_dumps_files_image_names_the_thread_proc_files_at_any_log_level(tmp_path):
+    """The same check as the log's, read from files.img: the hot path's dump logs only errors and warnings."""
+    import pycriu.images
+
+    from forkcore import criu
+
+    names = ["/proc/123/statm", "/proc/123/task/123/status", "/proc/180/task/192/status", "/proc/180/task/193",
+             "/usr/lib/x86_64-linux-gnu/libc.so.6"]
+    fown = {"uid": 0, "euid": 0, "signum": 0, "pid_type": 0, "pid": 0}
+    with open(tmp_path / "files.img", "wb") as f:
+        pycriu.images.dump({"magic": "FILES", "entries": [
+            {"id": i, "type": "REG", "reg": {"id": i, "flags": 0, "pos": 0, "fown": fown, "name": n}}
+            for i, n in enumerate(names, 1)]}, f)
+    assert criu.thread_proc_files_in_images(tmp_path) == ["/proc/180/task/192/status", "/proc/180/task/193"]
+    assert criu.thread_proc_files_in_images(tmp_path / "none") == []
 
 
 @pytest.mark.parametrize("limit", ["timeout", "log"])
