@@ -13,6 +13,14 @@ tail-aware: before each think, only the live samples predicted slowest (above `t
 remaining time, from the timings recorded in earlier iterations; all samples in the first) speculate.
 Rewards must be identical across configurations: the cache and speculation may change time, never results.
 
+Configurations run in a shuffled order (Args.order, seeded by `seed`; "run_order" in the JSON), "configs" keeps
+the given order. With backend "private" the whole run has KSM off (run=2 unmerges every merged page, then 0; its
+clones restore with nothing mergeable, backends.PrivateBackend); top-level "ksm" = {"mode", "run_before",
+"pages_sharing_max" (host-wide pages_sharing at every 0.5 s memory sample: 0 proves nothing was shared through KSM),
+"ksm_restored_to" (KSM's run, pages_to_scan, sleep_millisecs put back when the run ends, as they were before)},
+and each configuration's "ksm" the same samples of its own epoch.
+Peaks: sampled every 0.5 s by a thread while the configuration runs; "peak_memory_mb" is the host-used peak,
+"peak_memory_accounted_mb" the accounted peak (the one the figures report, see below).
 Writes OUT/epoch.json = {"think_time", "args", "configs": {name: {"wall_s", "peak_memory_mb" (host used memory
 above the configuration's start, taken once what ran before it has stopped freeing memory: see
 `memory_once_freed`), "peak_memory_accounted_mb" (the same for the used memory processes and their kernel objects
