@@ -13,6 +13,14 @@ tail-aware: before each think, only the live samples predicted slowest (above `t
 remaining time, from the timings recorded in earlier iterations; all samples in the first) speculate.
 Rewards must be identical across configurations: the cache and speculation may change time, never results.
 
+Configurations run in a shuffled order (Args.order, seeded by `seed`; "run_order" in the JSON), "configs" keeps
+the given order. With backend "private" the whole run has KSM off (run=2 unmerges every merged page, then 0; its
+clones restore with nothing mergeable, backends.PrivateBackend); top-level "ksm" = {"mode", "run_before",
+"pages_sharing_max" (host-wide pages_sharing at every 0.5 s memory sample: 0 proves nothing was shared through KSM),
+"ksm_restored_to" (KSM's run, pages_to_scan, sleep_millisecs put back when the run ends, as they were before)},
+and each configuration's "ksm" the same samples of its own epoch.
+Peaks: sampled every 0.5 s by a thread while the configuration runs; "peak_memory_mb" is the host-used peak,
+"peak_memory_accounted_mb" the accounted peak (the one the figures report, see below).
 Writes OUT/epoch.json = {"think_time", "args", "configs": {name: {"wall_s", "peak_memory_mb" (host used memory
 above the configuration's start, taken once what ran before it has stopped freeing memory: see
 `memory_once_freed`), "peak_memory_accounted_mb" (the same for the used memory processes and their kernel objects
@@ -71,6 +79,7 @@ import gc
 import heapq
 import json
 import os
+import random
 import statistics
 import threading
 import time
@@ -90,6 +99,7 @@ from bunshin_gym.speculation import (SelectorConfig, SpecToolSelector, TailConfi
 from forkcore import host_memory_used, live_workspaces
 from forkcore.accounting import meminfo
 from forkcore.backends import KSM_DIR
+from forkcore.ksm import KsmLeg, ksm_off, ksm_restored, ksm_state
 
 CONFIGS = ("base", "cache", "spec", "cache_spec")
 #: how many of a configuration's slowest steps "slowest_steps" lists with their diagnostics
@@ -136,6 +146,9 @@ class Args:
     """output directory"""
     seed: int = 0
     """seed of the stochastic traces (same in every configuration)"""
+    order: str = "shuffled"
+    """order the configurations run in: "shuffled" (seeded by `seed`; the JSON's run_order) or "given" (the first
+    one to run sees the coldest machine: it read ~850 MB low)"""
     settle_max_s: float = 45.0
     """most seconds to wait before each configuration for host memory to stop falling (its memory baseline,
     see `memory_once_freed`; 0: take it at once)"""
@@ -163,27 +176,42 @@ def run(args: Args, progress: bool = True) -> dict:
     tasks = pick_tasks(adapter, args.tasks)
     oracles = {t: adapter.oracle_actions(adapter.load_task(t)) for t in tasks}
     think = ThinkTimeModel(args.think_median_s, args.think_sigma)
-    # warm the task snapshots once: building them is set-up, not part of any configuration's epoch
-    for t in tqdm(tasks, desc="task snapshots", disable=not progress):
-        e = gym.make(args.env, task_id=t, backend=args.backend)
-        e.reset()
-        e.close()
-    result = {"think_time": {"model": "lognormal", **asdict(think)}, "args": asdict(args), "tasks": tasks,
-              "configs": {}}
+    if args.order not in ("shuffled", "given"):
+        raise ValueError(f"order must be 'shuffled' or 'given', not {args.order!r}")
     for config in args.configs:
         if config not in CONFIGS:
             raise ValueError(f"unknown configuration {config!r}; choose from {CONFIGS}")
-        result["configs"][config] = run_config(args, config, tasks, oracles, think, progress)
-        result["reward_differences"] = reward_differences(result["configs"], tasks, args.group)
-        result["rewards_identical"] = not result["reward_differences"]
-        result["step_time_vs_first"] = step_time_vs_first(result["configs"])
-        result["free_cache_vs_first"] = free_cache_vs_first(result["configs"], args.concurrency)
-        (out / "epoch.json").write_text(json.dumps(result, indent=1))
+    order = list(args.configs)
+    if args.order == "shuffled":
+        random.Random(args.seed).shuffle(order)
+    # the private backend's epoch runs with KSM off (run=2 unmerges everything, then 0), any other as KSM is; KSM's
+    # previous run/pages_to_scan/sleep_millisecs come back when the run ends (exceptions too)
+    with (ksm_off() if args.backend == "private" else ksm_restored()) as leg:
+        # warm the task snapshots once: building them is set-up, not part of any configuration's epoch
+        for t in tqdm(tasks, desc="task snapshots", disable=not progress):
+            e = gym.make(args.env, task_id=t, backend=args.backend)
+            e.reset()
+            e.close()
+        result = {"think_time": {"model": "lognormal", **asdict(think)}, "args": asdict(args), "tasks": tasks,
+                  "run_order": order, "configs": {}}
+        done: dict[str, dict] = {}
+        for config in order:
+            done[config] = run_config(args, config, tasks, oracles, think, progress, leg)
+            # configurations stay in the given order (the first given is what the others compare with)
+            result["configs"] = {c: done[c] for c in args.configs if c in done}
+            result["reward_differences"] = reward_differences(result["configs"], tasks, args.group)
+            result["rewards_identical"] = not result["reward_differences"]
+            result["step_time_vs_first"] = step_time_vs_first(result["configs"])
+            result["free_cache_vs_first"] = free_cache_vs_first(result["configs"], args.concurrency)
+            result["ksm"] = leg.record()
+            (out / "epoch.json").write_text(json.dumps(result, indent=1))
+    result["ksm"] = leg.record()  # with ksm_restored_to
+    (out / "epoch.json").write_text(json.dumps(result, indent=1))
     plot(result, out)
     return result
 
 
-def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -> dict:
+def run_config(args: Args, config: str, tasks, oracles, think, progress: bool, leg: KsmLeg | None = None) -> dict:
     # each configuration starts cold: no prefix cache, and no frozen standby clones (an earlier configuration's,
     # or another backend's, would serve this one's resets and sit in its memory baseline)
     runtime().reset_cache()
@@ -196,6 +224,7 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
     meminfo0 = meminfo()
     accounted0 = _accounted(meminfo0)
     peak, peak_accounted = [0], [0]
+    sharing: list[int] = []  # KSM's pages_sharing (host-wide) at each memory sample
     at_peak: dict = {}  # what held memory when the peak was sampled
     running: list[list[float]] = []
     memory: list[list[float]] = []
@@ -218,6 +247,9 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
             memory.append([running[-1][0], round(used / 2**20, 1)])
             pools = runtime().standby.stats()
             standby.append([running[-1][0], pools["frozen"], pools["reserved_mb"]])
+            v = leg.sample() if leg is not None else ksm_state().get("pages_sharing")
+            if v is not None:
+                sharing.append(v)
             if used > peak[0]:
                 peak[0] = used
                 at_peak.update(t_s=running[-1][0], rollouts_running=alive[0], workspaces=live_workspaces(),
@@ -300,6 +332,9 @@ def run_config(args: Args, config: str, tasks, oracles, think, progress: bool) -
     bar.close()
     return {"wall_s": round(wall, 2), "peak_memory_mb": round(peak[0] / 2**20, 1),
             "peak_memory_accounted_mb": round(peak_accounted[0] / 2**20, 1), "at_peak": at_peak,
+            "ksm": {"mode": leg.mode if leg is not None else None, "samples": len(sharing),
+                    "pages_sharing_max": max(sharing) if sharing else None,
+                    "pages_sharing_last": sharing[-1] if sharing else None},
             "hit_rate_per_iteration": hit_rates,
             "spec_accuracy": round(matched / predicted, 4) if use_spec and predicted else None,
             "speculations_started": started if use_spec else None,

@@ -19,6 +19,19 @@ for `standby: false` rows `Workspace.fork(n)` of the live source (one dump, then
 for the standby row a thaw of a clone the pool restored beforehand (forkcore.standby). memory_mb is host memory
 above the pre-run baseline (what the issue asks; noisy on a shared machine), pss_mb the summed PSS of
 source + clones (only this benchmark's processes).
+Memory is never a peak here: memory_mb and pss_mb are one sample each, taken once every clone answered and memory
+settled (above), while source and clones are all alive; memory_mb counts everything the host uses
+(MemTotal - MemAvailable, all programs, page cache excluded) above the baseline taken before the source started,
+pss_mb only this benchmark's processes (their /proc/PID/smaps_rollup Pss: a page shared by k of them counts 1/k
+to each, a KSM-merged page likewise).
+Honest baseline: the (backend, clones) configurations run in ABBA order (`run_order`; each row's run_index says
+where it ran, the standby rows last); the private leg runs with KSM off (run=2 unmerges every merged page, then
+run=0) and its clones restore with nothing mergeable (backends.PrivateBackend); every row's "ksm" = {"mode"
+("off" for private, "as-is" otherwise; the ksm backend turns KSM on), "run_before", "pages_sharing_before",
+"pages_sharing_max"/"pages_sharing_last" (host-wide /sys/kernel/mm/ksm/pages_sharing, read after each fork, at the
+memory sample and after the critical-path fork: 0 throughout proves the private leg shared nothing through KSM),
+"samples", "ksm_restored_to" (run, pages_to_scan, sleep_millisecs put back after the leg: the machine's setting
+before it)}.
 Full run:  bunshin bench fork --clones 1,2,4,8,16 --out bench-out/fork
 CI scale:  bunshin bench fork --clones 1,2 --hold-mb 16 --no-browser --out /tmp/fork
 """
@@ -36,6 +49,7 @@ from tqdm import tqdm
 
 from forkcore import Workspace, backend_report, host_memory_used
 from forkcore.backends import KSM_DIR, get_backend
+from forkcore.ksm import ksm_off, ksm_restored
 from forkcore.probe import probe_spec
 from forkcore.standby import StandbyPool
 
@@ -78,6 +92,19 @@ def settle(backend: str, max_s: float) -> None:
               and int((KSM_DIR / "full_scans").read_text()) >= scans_needed):
             return
         time.sleep(0.5)
+
+
+def run_order(backends: list[str], clones: tuple[int, ...]) -> list[tuple[str, int]]:
+    """(backend, clone count) in the order they run: clone counts ascending, the backends' order reversed at every
+    other count (ABBA: private, ksm, memfile, memfile, ksm, private, ...), so no backend always runs first, on
+    the coldest machine (the first configuration used to read ~850 MB low)."""
+    return [(b, n) for i, n in enumerate(clones) for b in (backends if i % 2 == 0 else backends[::-1])]
+
+
+def ksm_leg(backend: str):
+    """The private leg runs with KSM off (run=2: everything unmerged, then 0); every other leg as KSM is (the ksm
+    backend turns it on). Either way KSM's previous run/pages_to_scan/sleep_millisecs come back after the leg."""
+    return ksm_off() if backend == "private" else ksm_restored()
 
 
 def os_fork_floor(mb: int, repeats: int = 5) -> float:
@@ -155,6 +182,11 @@ def run(args: Args) -> list[dict]:
     for b in args.backends:
         if report.get(b) is not None:
             print(f"skipping backend {b}: {report[b]}")
+    with ksm_restored():  # whatever a leg left, KSM ends the run as the machine had it
+        return _run(args, out, backends)
+
+
+def _run(args: Args, out: Path, backends: list[str]) -> list[dict]:
     baseline = host_memory_used()
     ws = Workspace.start(probe_spec("forkbench", hold_mb=args.hold_mb, harden=args.harden))
     rows = []
@@ -167,8 +199,9 @@ def run(args: Args) -> list[dict]:
         workspace_pss_mb = ws.memory().pss / 2**20
         floor = os_fork_floor(int(ws.memory().rss / 2**20))
         bar = tqdm(total=len(backends) * sum(args.clones), desc="fork bench", unit="clone")
-        for backend in backends:
-            for n in args.clones:
+        order = run_order(backends, args.clones)
+        for run_index, (backend, n) in enumerate(order):
+            with ksm_leg(backend) as leg:
                 snap = ws.snapshot()
                 phases = freeze_fields(snap)
                 t0 = time.monotonic()
@@ -181,29 +214,38 @@ def run(args: Args) -> list[dict]:
                         t0 = time.monotonic()
                         clones += snap.fork(1, backend=backend)
                         times.append(time.monotonic() - t0)
+                        leg.sample()
                         bar.update(1)
                     for c in clones:  # every clone must be alive and answering
                         c.call("probe.counter")
                     settle(backend, args.settle_max_s)
+                    leg.sample()
                     memory_mb = (host_memory_used() - baseline) / 2**20
                     # PSS of source + clones: immune to other programs on a shared machine
                     pss_mb = (ws.memory().pss + sum(c.memory().pss for c in clones)) / 2**20
+                    leg.sample()
                 finally:
                     for c in clones:
                         c.destroy()
                     snap.release()
                 critical = live_fork_critical_path(ws, n, backend)
-                fork_p50 = statistics.median(times)
-                rows.append({"backend": backend, "clones": n, "standby": False, "harden": args.harden,
-                             "snapshot_s": round(snap.dump_s, 4), "prepare_s": round(prepare_s, 4),
-                             "fork_p50_s": round(fork_p50, 4), "critical_path_s": round(critical, 4),
-                             "critical_path_vs_dump_plus_restore": round(critical / (snap.dump_s + fork_p50), 3),
-                             "memory_mb": round(memory_mb, 1), "workspace_mb": round(workspace_mb, 1),
-                             "pss_mb": round(pss_mb, 1), "workspace_pss_mb": round(workspace_pss_mb, 1),
-                             "os_fork_floor_s": round(floor, 6), **phases})
-                bar.write(json.dumps(rows[-1]))
-                time.sleep(1)
-            rows.append(standby_row(ws, backend, args.standby_takes))
+                leg.sample()
+            fork_p50 = statistics.median(times)
+            rows.append({"backend": backend, "clones": n, "standby": False, "harden": args.harden,
+                         "run_index": run_index,
+                         "snapshot_s": round(snap.dump_s, 4), "prepare_s": round(prepare_s, 4),
+                         "fork_p50_s": round(fork_p50, 4), "critical_path_s": round(critical, 4),
+                         "critical_path_vs_dump_plus_restore": round(critical / (snap.dump_s + fork_p50), 3),
+                         "memory_mb": round(memory_mb, 1), "workspace_mb": round(workspace_mb, 1),
+                         "pss_mb": round(pss_mb, 1), "workspace_pss_mb": round(workspace_pss_mb, 1),
+                         "os_fork_floor_s": round(floor, 6), **phases, "ksm": leg.record()})
+            bar.write(json.dumps({k: v for k, v in rows[-1].items() if k != "freeze_phases"}))
+            time.sleep(1)
+        for backend in backends:
+            with ksm_leg(backend) as leg:
+                row = standby_row(ws, backend, args.standby_takes)
+                leg.sample()
+            rows.append({**row, "run_index": len(order) + backends.index(backend), "ksm": leg.record()})
             bar.write(json.dumps(rows[-1]))
         bar.close()
     finally:

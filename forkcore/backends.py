@@ -1,6 +1,8 @@
 """Memory backends: how a clone's memory is obtained when a Snapshot is restored.
 
-- private: plain CRIU restore; each clone owns a private copy (the papers' baseline).
+- private: plain CRIU restore; each clone owns a private copy (the papers' baseline). Nothing in it is mergeable
+  by KSM: the images it restores have MADV_MERGEABLE cleared (ksm.prepare_unmergeable_images), where CRIU would
+  otherwise re-apply the source's PR_SET_MEMORY_MERGE marks and KSM (if running) would merge the clones.
 - ksm: restore under PR_SET_MEMORY_MERGE so KSM merges identical pages after the fact (CPU cost, seconds).
 - memfile: the snapshot's anonymous private memory moves into files on a shared tmpfs; the images are
   rewritten so that each clone maps them MAP_PRIVATE: clones share the page cache and copy only what they
@@ -14,6 +16,7 @@ what is missing.
 """
 from __future__ import annotations
 
+import logging
 import os
 import platform
 import re
@@ -29,6 +32,7 @@ AUTO_ORDER = ("kmod", "ksm", "private")  # memfile: opt-in only (see the module 
 ALL_BACKENDS = ("kmod", "memfile", "ksm", "private")
 KMOD_DEVICE = Path("/dev/bunshin_cow")
 KSM_DIR = Path("/sys/kernel/mm/ksm")
+log = logging.getLogger("forkcore.backends")
 #: KSM scan rate while the ksm backend is in use (pages per wake-up; Linux's default of 100 merges ~20 MB/s).
 KSM_PAGES_TO_SCAN = int(os.environ.get("BUNSHIN_KSM_PAGES_TO_SCAN", "1000"))
 
@@ -50,6 +54,23 @@ class Backend:
 
 class PrivateBackend(Backend):
     name = "private"
+
+    def prepare(self, snapshot) -> Path:
+        """The snapshot's images with no VMA marked MADV_MERGEABLE (once per snapshot; hard links but for the
+        rewritten mm-PID.img). Without pycriu the dumped images are used as they are, and a warning says the
+        clones may be merged by KSM."""
+        if "private" not in snapshot.backend_data:
+            try:
+                import pycriu.images  # noqa: F401
+            except ImportError:
+                log.warning("private backend: pycriu is not importable, so the source's MADV_MERGEABLE marks stay "
+                            "in the clones of %s (KSM, if running, may merge them)", snapshot.id)
+                snapshot.backend_data["private"] = snapshot.images
+            else:
+                from .ksm import prepare_unmergeable_images
+
+                snapshot.backend_data["private"] = prepare_unmergeable_images(snapshot)
+        return snapshot.backend_data["private"]
 
 
 class KsmBackend(Backend):
@@ -163,6 +184,7 @@ def release_backend_data(snapshot) -> None:
     kmod = snapshot.backend_data.pop("kmod", None)
     if kmod is not None:
         kmod.release()  # closes the owner fd: the module releases the holders; clone mappings keep their pages
+    snapshot.backend_data.pop("private", None)  # images-private lies in snapshot.dir, removed with it
     mem = snapshot.backend_data.pop("memfile", None)
     if mem is not None:
         shutil.rmtree(paths.SHM_DIR / snapshot.id, ignore_errors=True)

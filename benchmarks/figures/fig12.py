@@ -5,6 +5,10 @@ LibreOffice where the task opens it). It is snapshotted once, then forked one cl
 in `forks` memory settles (KSM: pages_sharing stable) and the summed PSS of source + clones is taken (immune
 to other programs on a shared machine), beside host memory in use above the start. CRIU-private is the
 `private` backend (each clone a private copy); ours is the best backend this machine has (`auto`).
+No peak: each point is one sample at its fork count, after memory settled, with every clone alive. The private
+curve runs with KSM off (run=2 unmerges everything, then 0) and its clones unmergeable; "ksm" per backend records
+pages_sharing at each point (pages_sharing_max 0: the private curve shared nothing through KSM) and the settings
+put back after the curve (ksm_restored_to); "run_order" the order the curves ran in.
 """
 from __future__ import annotations
 
@@ -15,7 +19,7 @@ import gymnasium as gym
 from tqdm import tqdm
 
 import bunshin_gym  # noqa: F401 - registers the envs
-from benchmarks.fork_bench import settle
+from benchmarks.fork_bench import ksm_leg, settle
 from forkcore.accounting import host_memory_used
 from forkcore.backends import get_backend
 
@@ -42,7 +46,7 @@ def scale(a: Args) -> str:
     return f"one OSWorld env ({a.task_id}) forked up to {max(a.forks)} times (paper: 16 forks of an OSWorld VM)"
 
 
-def _curve(snap, source_ws, backend: str, a: Args, bar) -> list[dict]:
+def _curve(snap, source_ws, backend: str, a: Args, bar, leg) -> list[dict]:
     start = host_memory_used()
     clones, rows = [], []
     try:
@@ -51,6 +55,7 @@ def _curve(snap, source_ws, backend: str, a: Args, bar) -> list[dict]:
             bar.update(1)
             if len(clones) in a.forks:
                 settle(backend, a.settle_max_s)
+                leg.sample()
                 pss = source_ws.memory().pss + sum(c.memory().pss for c in clones)
                 rows.append({"forks": len(clones), "pss_gb": round(pss / 2**30, 3),
                              "host_gb_above_start": round((host_memory_used() - start) / 2**30, 3)})
@@ -71,7 +76,11 @@ def run(a: Args, out: Path) -> dict:
         try:
             backends = ["private"] + ([best] if best != "private" else [])
             with tqdm(total=len(backends) * max(a.forks), desc="fig12 forks", unit="fork") as bar:
-                curves = {b: _curve(snap, ws, b, a, bar) for b in backends}
+                curves, ksm = {}, {}
+                for b in backends:
+                    with ksm_leg(b) as leg:
+                        curves[b] = _curve(snap, ws, b, a, bar, leg)
+                    ksm[b] = leg.record()
         finally:
             snap.release()
     finally:
@@ -82,7 +91,7 @@ def run(a: Args, out: Path) -> dict:
                 for b, rows in curves.items()}
     return {"source_gb": source_gb, "criu_backend": "private", "ours_backend": best, "curves": curves,
             "gb_per_fork": per_fork, "ours_vs_criu_at_max": round(at[best] / at["private"], 3),
-            "max_forks": last}
+            "max_forks": last, "ksm": ksm, "run_order": backends}
 
 
 def vs_paper(ours: dict, paper: dict) -> list[tuple]:
