@@ -735,13 +735,17 @@ class Snapshot:
         return out
 
     def size_bytes(self) -> int:
-        total = 0
+        """Bytes on disk, each file once (a backend's prepared images hard-link the dumped ones)."""
+        total, seen = 0, set()
         for dirpath, _, files in os.walk(self.dir):
             for f in files:
                 try:
-                    total += os.lstat(os.path.join(dirpath, f)).st_size
+                    st = os.lstat(os.path.join(dirpath, f))
                 except OSError:
-                    pass
+                    continue
+                if (st.st_dev, st.st_ino) not in seen:
+                    seen.add((st.st_dev, st.st_ino))
+                    total += st.st_size
         return total
 
     def retain(self) -> "Snapshot":
