@@ -120,9 +120,10 @@ def test_a_browsing_agent_cannot_read_host_files_or_reach_host_services(host_ser
     try:
         env.reset()
         obs, _, _, _, info = env.step(f"goto [file://{REPO / 'README.md'}]")  # no checkout there; file: refused
-        assert "ERR_" in info["last_action_error"] and "Bunshin Gym" not in obs["axtree"]
-        obs, _, _, _, _ = env.step(f"goto [http://127.0.0.1:{port}/]")
-        assert accepted == []  # its 127.0.0.1 is its own loopback
+        assert "only the site's pages" in info["last_action_error"] and "Bunshin Gym" not in obs["axtree"]
+        obs, _, _, _, info = env.step(f"goto [http://127.0.0.1:{port}/]")
+        assert "only the site's pages" in info["last_action_error"]  # refused before any request
+        assert accepted == []  # and its 127.0.0.1 is its own loopback anyway (tests/adversarial: every scheme)
         obs, _, _, _, info = env.step("goto [http://127.0.0.1:7770/]")
         assert info["last_action_error"] == "" and "127.0.0.1:7770" in obs["url"]  # its own site still answers
     finally:
