@@ -115,11 +115,13 @@ class RestoreOptions:
     exec_prefix: tuple[str, ...] = ()  #: e.g. joining the clone's cgroups, a helper setting PR_SET_MEMORY_MERGE
 
 
-#: CRIU's log level for a snapshot's dump: 2 (errors and warnings; a Chromium workspace's log ~7 KB instead of
-#: 6.3 MB at -v4, written line by line while the tree is frozen). What the dump is checked for afterwards does not
-#: need more: its errors (`dump_raced`) and its files image (`thread_proc_files_in_images`). A dump that fails is
-#: taken again at FULL_VERBOSITY, so a failure that recurs keeps the whole log.
-DUMP_VERBOSITY = 2
+#: CRIU's log level for a snapshot's dump: 3 (errors, warnings, info; no debug lines: a Chromium workspace's log is a
+#: fraction of -v4's 6.3 MB, written line by line while the tree is frozen). What reads the log needs no more: a
+#: dump's errors (`dump_raced`) and the kmod backend's "Dumping task (pid: ...)" info lines (kmod_backend
+#: `_source_pids`; at -v2 it found no process and captured nothing); thread /proc files are read from the files
+#: image (`thread_proc_files_in_images`). A dump that fails is taken again at FULL_VERBOSITY, so a failure that
+#: recurs keeps the whole log.
+DUMP_VERBOSITY = 3
 FULL_VERBOSITY = 4
 # Workspaces have loopback only, so CRIU need not lock the network with iptables.
 _COMMON = ["--file-locks", "--tcp-established", "--manage-cgroups=ignore", "--network-lock", "skip"]

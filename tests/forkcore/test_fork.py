@@ -449,7 +449,7 @@ def test_dump_retries_when_a_process_is_caught_mid_exit(tmp_path, caplog):
 
 @pytest.mark.parametrize("recurs", [False, True])
 def test_a_dump_criu_fails_is_taken_again_with_the_full_log(monkeypatch, recurs):
-    """The hot path's dump logs errors and warnings only: a dump CRIU fails by itself is taken again at -v4, which
+    """The hot path's dump logs without debug lines: a dump CRIU fails by itself is taken again at -v4, which
     either succeeds (a passing failure) or fails again and keeps its full log."""
     import subprocess
 
